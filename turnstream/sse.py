@@ -1,0 +1,83 @@
+"""An incremental Server-Sent Events decoder: bytes in, (event, data) pairs out, no I/O.
+
+``feed()`` takes any slice of the body (split anywhere, even inside a UTF-8 sequence or
+between ``\\r`` and ``\\n``) and returns the events it completed; ``flush()`` ends the body.
+Following the SSE spec, an event left unterminated at the end of the body is dropped, as
+the official SDKs' decoders do; ``flush()`` reports whether that happened.
+
+Written here rather than taken from a library because the hot path must touch each byte
+once with C-speed splits (``bytes.split``), which the general-purpose decoders do not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class SSEEvent:
+    event: str
+    data: str
+    id: str | None = None
+
+
+class SSEDecoder:
+    __slots__ = ("_buf", "_cr_pending", "dropped_tail")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._cr_pending = False
+        self.dropped_tail = False
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if self._cr_pending:
+            chunk = b"\r" + chunk
+            self._cr_pending = False
+        if b"\r" in chunk:
+            if chunk.endswith(b"\r"):
+                # A lone CR at the end may be the first half of CRLF: decide when more arrives.
+                chunk = chunk[:-1]
+                self._cr_pending = True
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        buf = self._buf + chunk if self._buf else chunk
+        if b"\n\n" not in buf:
+            self._buf = buf
+            return []
+        parts = buf.split(b"\n\n")
+        self._buf = parts.pop()
+        out: list[SSEEvent] = []
+        for raw in parts:
+            ev = _parse_event(raw)
+            if ev is not None:
+                out.append(ev)
+        return out
+
+    def flush(self) -> list[SSEEvent]:
+        """End of body. A complete event needs its blank line, so a non-empty tail is dropped."""
+        tail = self._buf + (b"\r" if self._cr_pending else b"")
+        self._buf = b""
+        self._cr_pending = False
+        if tail.strip():
+            self.dropped_tail = True
+        return []
+
+
+def _parse_event(raw: bytes) -> SSEEvent | None:
+    event = "message"
+    data_lines: list[str] = []
+    ev_id: str | None = None
+    for line in raw.decode("utf-8", "replace").split("\n"):
+        if not line or line[0] == ":":
+            continue
+        name, sep, value = line.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            data_lines.append(value)
+        elif name == "event":
+            event = value
+        elif name == "id":
+            ev_id = value
+    if not data_lines:
+        return None
+    return SSEEvent(event, "\n".join(data_lines), ev_id)

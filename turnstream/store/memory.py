@@ -1,0 +1,153 @@
+"""In-memory store: the library's default, and the reference the contract suite checks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from ..blocks import Block, Session, Turn, TurnStatus, TurnStopReason, Usage
+from .keys import hash_key, new_key
+from .protocol import StoredEvent, TurnConflictError, User
+
+_OPEN: tuple[TurnStatus, ...] = ("running", "awaiting_client")
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:20]}"
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self._users: dict[str, User] = {}
+        self._keys: dict[str, str] = {}
+        self._sessions: dict[str, Session] = {}
+        self._turns: dict[str, Turn] = {}
+        self._session_turns: dict[str, list[str]] = {}
+        self._events: dict[str, list[StoredEvent]] = {}
+        self._client_tools: dict[str, list[dict[str, Any]]] = {}
+        self._lock = asyncio.Lock()
+
+    async def open(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+    async def create_user(self, name: str) -> tuple[User, str]:
+        user = User(id=new_id("usr"), name=name)
+        key = new_key()
+        self._users[user.id] = user
+        self._keys[hash_key(key)] = user.id
+        return user, key
+
+    async def user_by_key(self, api_key: str) -> User | None:
+        uid = self._keys.get(hash_key(api_key))
+        return self._users.get(uid) if uid else None
+
+    async def create_session(
+        self, user_id: str, *, title: str = "", model: str = "", toolset: str | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        s = Session(id=session_id or new_id("ses"), user_id=user_id, title=title, model=model,
+                    toolset=toolset, created_at=time.time())
+        self._sessions[s.id] = s
+        self._session_turns[s.id] = []
+        return s
+
+    async def get_session(self, session_id: str, *, with_turns: bool = False) -> Session | None:
+        s = self._sessions.get(session_id)
+        if s is None:
+            return None
+        if with_turns:
+            return s.model_copy(update={"turns": await self.list_turns(session_id)})
+        return s.model_copy()
+
+    async def list_sessions(self, user_id: str) -> list[Session]:
+        return [s.model_copy() for s in self._sessions.values() if s.user_id == user_id]
+
+    async def delete_session(self, session_id: str) -> bool:
+        if self._sessions.pop(session_id, None) is None:
+            return False
+        for tid in self._session_turns.pop(session_id, []):
+            self._turns.pop(tid, None)
+            self._events.pop(tid, None)
+        return True
+
+    async def create_turn(
+        self, session_id: str, input: str, *, model: str, client_tools: list[dict[str, Any]] | None = None,
+    ) -> Turn:
+        async with self._lock:
+            for tid in self._session_turns[session_id]:
+                if self._turns[tid].status in _OPEN:
+                    raise TurnConflictError(tid)
+            t = Turn(id=new_id("turn"), session_id=session_id, input=input, model=model,
+                     created_at=time.time())
+            self._turns[t.id] = t
+            self._session_turns[session_id].append(t.id)
+            self._events[t.id] = []
+            self._client_tools[t.id] = list(client_tools or [])
+        return t.model_copy(update={"blocks": []})
+
+    async def get_turn(self, turn_id: str) -> Turn | None:
+        t = self._turns.get(turn_id)
+        return t.model_copy(update={"blocks": list(t.blocks)}) if t else None
+
+    async def list_turns(self, session_id: str) -> list[Turn]:
+        return [self._turns[t].model_copy(update={"blocks": list(self._turns[t].blocks)})
+                for t in self._session_turns.get(session_id, [])]
+
+    async def client_tools(self, turn_id: str) -> list[dict[str, Any]]:
+        return list(self._client_tools.get(turn_id, []))
+
+    async def append_block(self, turn_id: str, block: Block, event: StoredEvent,
+                           status: TurnStatus | None = None) -> None:
+        t = self._turns[turn_id]
+        if block.seq != len(t.blocks):
+            raise ValueError(f"block seq {block.seq} is not the next seq {len(t.blocks)} of {turn_id}")
+        t.blocks.append(block)
+        self._events[turn_id].append(event)
+        if status is not None:
+            t.status = status
+
+    async def discard_step(self, turn_id: str, step: int) -> None:
+        t = self._turns[turn_id]
+        t.blocks = [b for b in t.blocks if b.step != step]
+
+    async def append_event(self, event: StoredEvent, status: TurnStatus | None = None) -> None:
+        self._events[event.turn_id].append(event)
+        if status is not None:
+            self._turns[event.turn_id].status = status
+
+    async def events_after(self, turn_id: str, n: int) -> list[StoredEvent]:
+        return [e for e in self._events.get(turn_id, []) if e.n > n]
+
+    async def last_event_n(self, turn_id: str) -> int:
+        evs = self._events.get(turn_id)
+        return evs[-1].n if evs else 0
+
+    async def set_status(self, turn_id: str, status: TurnStatus) -> None:
+        self._turns[turn_id].status = status
+
+    async def claim_turn(self, turn_id: str, expected: TurnStatus, new: TurnStatus) -> bool:
+        t = self._turns.get(turn_id)
+        if t is None or t.status != expected:
+            return False
+        t.status = new
+        return True
+
+    async def finish_turn(
+        self, turn_id: str, *, status: TurnStatus, stop_reason: TurnStopReason | None, usage: Usage,
+        steps: int, error: str | None = None, event: StoredEvent | None = None,
+    ) -> None:
+        t = self._turns[turn_id]
+        t.status, t.stop_reason, t.usage, t.steps, t.error = status, stop_reason, usage, steps, error
+        if event is not None:
+            self._events[turn_id].append(event)
+
+    async def recover(self) -> list[str]:
+        ids = [t.id for t in self._turns.values() if t.status == "running"]
+        for tid in ids:
+            self._turns[tid].status = "interrupted"
+        return ids

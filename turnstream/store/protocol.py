@@ -1,0 +1,127 @@
+"""The storage contract every backend fulfils (memory, SQLite, PostgreSQL).
+
+One protocol, one contract suite (``tests/contract/test_store_contract.py``) run against
+every backend. What the runtime relies on:
+
+* A block is written when it stops, together with its ``block_stop`` event, in one
+  transaction (``append_block``); a status change may ride in the same transaction.
+* ``seq`` (blocks) and ``n`` (events) rise by one per turn without gaps; a reader tailing
+  ``events_after(turn_id, n)`` never skips a row, even with concurrent writers.
+* Only committed rows are published; the caller publishes after the call returns.
+* ``claim_turn`` is an atomic compare-and-set on a turn's status, so that exactly one
+  process continues a turn whose last tool result just arrived.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..blocks import Block, Session, Turn, TurnStatus, TurnStopReason, Usage
+
+
+@dataclass(slots=True)
+class User:
+    id: str
+    name: str
+
+
+@dataclass(slots=True)
+class StoredEvent:
+    """A non-delta event as stored for replay (SPEC §8 name and data)."""
+
+    turn_id: str
+    n: int
+    name: str
+    data: dict[str, Any]
+
+
+class TurnConflictError(Exception):
+    """A turn is already running (or awaiting the client) in this session."""
+
+    def __init__(self, turn_id: str) -> None:
+        super().__init__(f"turn {turn_id} is still running in this session")
+        self.turn_id = turn_id
+
+
+class Store(Protocol):
+    async def open(self) -> None:
+        """Create or migrate the schema. Idempotent."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+    # users -----------------------------------------------------------------
+    async def create_user(self, name: str) -> tuple[User, str]:
+        """Create a user; return it and its API key (only a hash of the key is stored)."""
+        ...
+
+    async def user_by_key(self, api_key: str) -> User | None: ...
+
+    # sessions --------------------------------------------------------------
+    async def create_session(
+        self, user_id: str, *, title: str = "", model: str = "", toolset: str | None = None,
+        session_id: str | None = None,
+    ) -> Session: ...
+
+    async def get_session(self, session_id: str, *, with_turns: bool = False) -> Session | None: ...
+
+    async def list_sessions(self, user_id: str) -> list[Session]: ...
+
+    async def delete_session(self, session_id: str) -> bool: ...
+
+    # turns -----------------------------------------------------------------
+    async def create_turn(
+        self, session_id: str, input: str, *, model: str, client_tools: list[dict[str, Any]] | None = None,
+    ) -> Turn:
+        """Start a turn (status ``running``). Raises TurnConflictError when the session
+        already has a turn ``running`` or ``awaiting_client``."""
+        ...
+
+    async def get_turn(self, turn_id: str) -> Turn | None:
+        """The turn with its blocks in ``seq`` order."""
+        ...
+
+    async def list_turns(self, session_id: str) -> list[Turn]:
+        """Every turn of the session, oldest first, with blocks."""
+        ...
+
+    async def client_tools(self, turn_id: str) -> list[dict[str, Any]]: ...
+
+    async def append_block(self, turn_id: str, block: Block, event: StoredEvent,
+                           status: TurnStatus | None = None) -> None:
+        """Store a finished block and its ``block_stop`` event (and optionally a new status)
+        in one transaction. ``block.seq`` must be the next seq of the turn."""
+        ...
+
+    async def discard_step(self, turn_id: str, step: int) -> None:
+        """Remove the blocks of a step whose stream broke and is being restarted."""
+        ...
+
+    async def append_event(self, event: StoredEvent, status: TurnStatus | None = None) -> None:
+        """Store a non-block event (turn_start, step_start, tool_request, …)."""
+        ...
+
+    async def events_after(self, turn_id: str, n: int) -> list[StoredEvent]:
+        """Stored events of the turn with a number above ``n``, in order."""
+        ...
+
+    async def last_event_n(self, turn_id: str) -> int: ...
+
+    async def set_status(self, turn_id: str, status: TurnStatus) -> None: ...
+
+    async def claim_turn(self, turn_id: str, expected: TurnStatus, new: TurnStatus) -> bool:
+        """Atomically move a turn from ``expected`` to ``new``; False if it was not ``expected``."""
+        ...
+
+    async def finish_turn(
+        self, turn_id: str, *, status: TurnStatus, stop_reason: TurnStopReason | None, usage: Usage,
+        steps: int, error: str | None = None, event: StoredEvent | None = None,
+    ) -> None:
+        """Record the end of a turn (status, stop reason, usage, steps) with its final event."""
+        ...
+
+    async def recover(self) -> list[str]:
+        """Mark turns left ``running`` by a dead process ``interrupted``; return their ids.
+        Turns ``awaiting_client`` are left as they are."""
+        ...

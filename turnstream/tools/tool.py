@@ -1,0 +1,165 @@
+"""``@tool``: a typed Python function becomes a tool the model can call.
+
+The docstring's first paragraph is the description; ``Args:`` lines (Google style) describe
+the parameters. Type hints become the JSON Schema through pydantic, and the same pydantic
+model validates the arguments before the function runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, overload
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from ..errors import UsageError
+
+Executor = Literal["server", "client"]
+DEFAULT_TIMEOUT = 30.0
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """Passed to a tool that declares a parameter annotated ``ToolContext`` (left out of the schema)."""
+
+    session_id: str
+    turn_id: str
+    tool_use_id: str
+    deps: dict[str, Any] = field(default_factory=dict)
+    """Whatever the host put there, e.g. ``deps["notebook"]`` for the notebook toolset."""
+
+
+@dataclass(slots=True)
+class Tool:
+    """A tool: its schema, how to run it, and its per-tool policy (SPEC §4)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    fn: Callable[..., Any] | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    requires_approval: bool = False
+    executor: Executor = "server"
+    sequential: bool = False
+    args_model: type[BaseModel] | None = field(default=None, repr=False)
+    is_async: bool = False
+    context_param: str | None = None
+    """Name of the parameter that receives the ``ToolContext``, if any."""
+
+    @classmethod
+    def client(cls, name: str, description: str = "", input_schema: dict[str, Any] | None = None,
+               *, requires_approval: bool = False) -> Tool:
+        """A tool the client runs; the turn pauses as ``awaiting_client`` until its result arrives."""
+        schema = input_schema or {"type": "object", "properties": {}}
+        return cls(name=name, description=description, input_schema=schema, executor="client",
+                   requires_approval=requires_approval)
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Validated arguments, or ValueError with a message the model can act on."""
+        if self.args_model is None:
+            return args
+        try:
+            return dict(self.args_model.model_validate(args))
+        except ValidationError as exc:
+            raise ValueError(_validation_message(self.name, exc)) from None
+
+
+def _validation_message(name: str, exc: ValidationError) -> str:
+    lines = [f"Invalid arguments for tool '{name}':"]
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "(input)"
+        lines.append(f"- {loc}: {err['msg']}")
+    return "\n".join(lines)
+
+
+_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
+_ARG_LINE = re.compile(r"^\s+(\w+)(?:\s*\([^)]*\))?:\s*(.+)$")
+
+
+def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    if not doc:
+        return "", {}
+    doc = inspect.cleandoc(doc)
+    lines = doc.splitlines()
+    desc: list[str] = []
+    params: dict[str, str] = {}
+    i = 0
+    while i < len(lines) and not _ARGS_HEADER.match(lines[i]):
+        desc.append(lines[i])
+        i += 1
+    for line in lines[i + 1:]:
+        m = _ARG_LINE.match(line)
+        if m:
+            params[m.group(1)] = m.group(2).strip()
+        elif line.strip() and not line.startswith((" ", "\t")):
+            break
+    return "\n".join(desc).strip(), params
+
+
+def make_tool(
+    fn: Callable[..., Any], *, name: str | None = None, description: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT, requires_approval: bool = False, executor: Executor = "server",
+    sequential: bool = False,
+) -> Tool:
+    sig = inspect.signature(fn)
+    doc_desc, param_docs = _parse_docstring(fn.__doc__)
+    hints = inspect.get_annotations(fn, eval_str=True)
+    fields: dict[str, Any] = {}
+    context_param: str | None = None
+    for pname, p in sig.parameters.items():
+        if hints.get(pname) is ToolContext:
+            context_param = pname
+            continue
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise UsageError(f"tool {fn.__name__}: *args/**kwargs are not supported")
+        ann = hints.get(pname, Any)
+        default = ... if p.default is p.empty else p.default
+        fields[pname] = (ann, Field(default, description=param_docs.get(pname)))
+    model = create_model(  # type: ignore[call-overload]
+        f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    if timeout <= 0:
+        raise UsageError(f"tool {fn.__name__}: timeout must be positive")
+    return Tool(
+        name=name or fn.__name__,
+        description=description if description is not None else doc_desc,
+        input_schema=schema,
+        fn=fn,
+        timeout=timeout,
+        requires_approval=requires_approval,
+        executor=executor,
+        sequential=sequential,
+        args_model=model,
+        is_async=inspect.iscoroutinefunction(fn),
+        context_param=context_param,
+    )
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+    requires_approval: bool = False, executor: Executor = "server", sequential: bool = False,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT, requires_approval: bool = False, executor: Executor = "server",
+    sequential: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a function into a ``Tool``: ``@tool`` or ``@tool(timeout=10, requires_approval=True)``."""
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        return make_tool(f, name=name, description=description, timeout=timeout,
+                         requires_approval=requires_approval, executor=executor, sequential=sequential)
+
+    return wrap(fn) if fn is not None else wrap
