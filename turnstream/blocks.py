@@ -128,6 +128,9 @@ class Turn(BaseModel):
     status: TurnStatus = "running"
     blocks: list[Block] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    """The sum over every step, cancelled and restarted ones included."""
+    step_usage: list[Usage] = Field(default_factory=list)
+    """Usage of each provider call, in order (a restarted step appears once per attempt)."""
     stop_reason: TurnStopReason | None = None
     steps: int = 0
     model: str = ""

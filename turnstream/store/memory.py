@@ -7,9 +7,11 @@ import time
 import uuid
 from typing import Any
 
+import orjson
+
 from ..blocks import Block, Session, Turn, TurnStatus, TurnStopReason, Usage
 from .keys import hash_key, new_key
-from .protocol import StoredEvent, TurnConflictError, User
+from .protocol import SeqConflictError, StoredEvent, TurnConflictError, User
 
 _OPEN: tuple[TurnStatus, ...] = ("running", "awaiting_client")
 
@@ -19,7 +21,8 @@ def new_id(prefix: str) -> str:
 
 
 class MemoryStore:
-    def __init__(self) -> None:
+    def __init__(self, *, runner_id: str | None = None) -> None:
+        self.runner_id = runner_id or new_id("run")
         self._users: dict[str, User] = {}
         self._keys: dict[str, str] = {}
         self._sessions: dict[str, Session] = {}
@@ -27,6 +30,9 @@ class MemoryStore:
         self._session_turns: dict[str, list[str]] = {}
         self._events: dict[str, list[StoredEvent]] = {}
         self._client_tools: dict[str, list[dict[str, Any]]] = {}
+        self._runner: dict[str, str] = {}
+        """turn id -> runner that last set it running"""
+        self._notebooks: dict[str, tuple[int, dict[str, Any]]] = {}
         self._lock = asyncio.Lock()
 
     async def open(self) -> None:
@@ -50,6 +56,8 @@ class MemoryStore:
         self, user_id: str, *, title: str = "", model: str = "", toolset: str | None = None,
         session_id: str | None = None,
     ) -> Session:
+        if session_id is not None and session_id in self._sessions:
+            raise ValueError(f"session {session_id} already exists")
         s = Session(id=session_id or new_id("ses"), user_id=user_id, title=title, model=model,
                     toolset=toolset, created_at=time.time())
         self._sessions[s.id] = s
@@ -70,9 +78,11 @@ class MemoryStore:
     async def delete_session(self, session_id: str) -> bool:
         if self._sessions.pop(session_id, None) is None:
             return False
+        self._notebooks.pop(session_id, None)
         for tid in self._session_turns.pop(session_id, []):
             self._turns.pop(tid, None)
             self._events.pop(tid, None)
+            self._runner.pop(tid, None)
         return True
 
     async def create_turn(
@@ -88,6 +98,7 @@ class MemoryStore:
             self._session_turns[session_id].append(t.id)
             self._events[t.id] = []
             self._client_tools[t.id] = list(client_tools or [])
+            self._runner[t.id] = self.runner_id
         return t.model_copy(update={"blocks": []})
 
     async def get_turn(self, turn_id: str) -> Turn | None:
@@ -104,21 +115,41 @@ class MemoryStore:
     async def append_block(self, turn_id: str, block: Block, event: StoredEvent,
                            status: TurnStatus | None = None) -> None:
         t = self._turns[turn_id]
-        if block.seq != len(t.blocks):
-            raise ValueError(f"block seq {block.seq} is not the next seq {len(t.blocks)} of {turn_id}")
+        if block.seq != len(t.blocks) or event.n < self._next_n(turn_id):
+            raise SeqConflictError(f"block seq {block.seq} is not the next seq {len(t.blocks)} of {turn_id}")
+        self._check_open(t, status)
         t.blocks.append(block)
         self._events[turn_id].append(event)
-        if status is not None:
-            t.status = status
+        self._set(t, status)
 
     async def discard_step(self, turn_id: str, step: int) -> None:
         t = self._turns[turn_id]
         t.blocks = [b for b in t.blocks if b.step != step]
 
+    def _next_n(self, turn_id: str) -> int:
+        evs = self._events.get(turn_id)
+        return evs[-1].n + 1 if evs else 1
+
     async def append_event(self, event: StoredEvent, status: TurnStatus | None = None) -> None:
+        t = self._turns[event.turn_id]
+        if event.n < self._next_n(event.turn_id):
+            raise SeqConflictError(f"event {event.n} is not above the last event of {event.turn_id}")
+        self._check_open(t, status)
         self._events[event.turn_id].append(event)
+        self._set(t, status)
+
+    def _check_open(self, t: Turn, status: TurnStatus | None) -> None:
+        """Refuse a status change that would give the session a second open turn."""
+        if status in _OPEN and t.status not in _OPEN:
+            for tid in self._session_turns[t.session_id]:
+                if tid != t.id and self._turns[tid].status in _OPEN:
+                    raise TurnConflictError(tid)
+
+    def _set(self, t: Turn, status: TurnStatus | None) -> None:
         if status is not None:
-            self._turns[event.turn_id].status = status
+            t.status = status
+            if status == "running":
+                self._runner[t.id] = self.runner_id
 
     async def events_after(self, turn_id: str, n: int) -> list[StoredEvent]:
         return [e for e in self._events.get(turn_id, []) if e.n > n]
@@ -128,13 +159,16 @@ class MemoryStore:
         return evs[-1].n if evs else 0
 
     async def set_status(self, turn_id: str, status: TurnStatus) -> None:
-        self._turns[turn_id].status = status
+        t = self._turns[turn_id]
+        self._check_open(t, status)
+        self._set(t, status)
 
     async def claim_turn(self, turn_id: str, expected: TurnStatus, new: TurnStatus) -> bool:
         t = self._turns.get(turn_id)
         if t is None or t.status != expected:
             return False
-        t.status = new
+        self._check_open(t, new)
+        self._set(t, new)
         return True
 
     async def finish_turn(
@@ -142,12 +176,32 @@ class MemoryStore:
         steps: int, error: str | None = None, event: StoredEvent | None = None,
     ) -> None:
         t = self._turns[turn_id]
-        t.status, t.stop_reason, t.usage, t.steps, t.error = status, stop_reason, usage, steps, error
+        if event is not None and event.n < self._next_n(turn_id):
+            raise SeqConflictError(f"event {event.n} is not above the last event of {turn_id}")
+        self._check_open(t, status)
+        t.stop_reason, t.usage, t.steps, t.error = stop_reason, usage, steps, error
+        self._set(t, status)
         if event is not None:
             self._events[turn_id].append(event)
 
-    async def recover(self) -> list[str]:
-        ids = [t.id for t in self._turns.values() if t.status == "running"]
+    async def heartbeat(self) -> None:
+        return None  # only this process can see this store: its runner is alive by definition
+
+    async def recover(self, *, stale_after: float | None = None) -> list[str]:
+        ids = [t.id for t in self._turns.values() if t.status == "running"
+               and (stale_after is None or self._runner.get(t.id) != self.runner_id)]
         for tid in ids:
             self._turns[tid].status = "interrupted"
         return ids
+
+    async def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:
+        if session_id not in self._sessions:
+            raise KeyError(session_id)
+        version = self._notebooks.get(session_id, (0, {}))[0] + 1
+        # A JSON round trip keeps the stored copy apart from the caller's dict, as a database would.
+        self._notebooks[session_id] = (version, orjson.loads(orjson.dumps(doc)))
+        return version
+
+    async def load_notebook(self, session_id: str) -> dict[str, Any] | None:
+        saved = self._notebooks.get(session_id)
+        return orjson.loads(orjson.dumps(saved[1])) if saved else None

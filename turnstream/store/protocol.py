@@ -5,11 +5,23 @@ every backend. What the runtime relies on:
 
 * A block is written when it stops, together with its ``block_stop`` event, in one
   transaction (``append_block``); a status change may ride in the same transaction.
-* ``seq`` (blocks) and ``n`` (events) rise by one per turn without gaps; a reader tailing
-  ``events_after(turn_id, n)`` never skips a row, even with concurrent writers.
+* ``seq`` (blocks) rises by one per turn without gaps. ``n`` (events) rises within a turn
+  but has gaps: live-only deltas take numbers too, and are not stored. A write whose
+  ``seq`` is taken, or whose ``n`` is not above the turn's last stored ``n``, raises
+  ``SeqConflictError``. A reader tailing ``events_after(turn_id, n)`` never skips a row,
+  even with concurrent writers.
+* ``discard_step`` removes a restarted step's blocks but keeps its events: the stored
+  ``step_restart`` event tells a replaying client to drop them, as it told live clients.
+* A turn id or session id that does not exist raises ``KeyError`` on writes and gives
+  ``None`` / ``[]`` / ``0`` on reads.
+* At most one turn per session is ``running`` or ``awaiting_client``; a write that would
+  break this raises ``TurnConflictError``.
 * Only committed rows are published; the caller publishes after the call returns.
 * ``claim_turn`` is an atomic compare-and-set on a turn's status, so that exactly one
   process continues a turn whose last tool result just arrived.
+* Recovery with several processes on one database: every store has a ``runner_id``; a turn
+  set ``running`` remembers the runner that did it, runners ``heartbeat()``, and
+  ``recover(stale_after=…)`` interrupts only turns whose runner stopped beating.
 """
 
 from __future__ import annotations
@@ -36,6 +48,10 @@ class StoredEvent:
     data: dict[str, Any]
 
 
+class SeqConflictError(Exception):
+    """Another writer took this turn's next ``seq`` or ``n`` first; re-read and try again."""
+
+
 class TurnConflictError(Exception):
     """A turn is already running (or awaiting the client) in this session."""
 
@@ -45,11 +61,16 @@ class TurnConflictError(Exception):
 
 
 class Store(Protocol):
+    runner_id: str
+    """Identifies this process (this store object) as the runner of the turns it sets running."""
+
     async def open(self) -> None:
-        """Create or migrate the schema. Idempotent."""
+        """Create or migrate the schema, and register this runner. Idempotent."""
         ...
 
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        """Release connections and unregister this runner (its running turns become recoverable)."""
+        ...
 
     # users -----------------------------------------------------------------
     async def create_user(self, name: str) -> tuple[User, str]:
@@ -62,13 +83,17 @@ class Store(Protocol):
     async def create_session(
         self, user_id: str, *, title: str = "", model: str = "", toolset: str | None = None,
         session_id: str | None = None,
-    ) -> Session: ...
+    ) -> Session:
+        """Create a session; ``ValueError`` if ``session_id`` is given and already taken."""
+        ...
 
     async def get_session(self, session_id: str, *, with_turns: bool = False) -> Session | None: ...
 
     async def list_sessions(self, user_id: str) -> list[Session]: ...
 
-    async def delete_session(self, session_id: str) -> bool: ...
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete the session with its turns, blocks, events and notebook; False if absent."""
+        ...
 
     # turns -----------------------------------------------------------------
     async def create_turn(
@@ -95,7 +120,8 @@ class Store(Protocol):
         ...
 
     async def discard_step(self, turn_id: str, step: int) -> None:
-        """Remove the blocks of a step whose stream broke and is being restarted."""
+        """Remove the blocks of a step whose stream broke and is being restarted (the step is
+        always the turn's last, so ``seq`` stays gapless). Events are kept."""
         ...
 
     async def append_event(self, event: StoredEvent, status: TurnStatus | None = None) -> None:
@@ -106,7 +132,9 @@ class Store(Protocol):
         """Stored events of the turn with a number above ``n``, in order."""
         ...
 
-    async def last_event_n(self, turn_id: str) -> int: ...
+    async def last_event_n(self, turn_id: str) -> int:
+        """The highest event number stored for the turn (0 when none)."""
+        ...
 
     async def set_status(self, turn_id: str, status: TurnStatus) -> None: ...
 
@@ -121,7 +149,27 @@ class Store(Protocol):
         """Record the end of a turn (status, stop reason, usage, steps) with its final event."""
         ...
 
-    async def recover(self) -> list[str]:
+    async def heartbeat(self) -> None:
+        """Tell other processes this runner is alive. Call it more often than the
+        ``stale_after`` the other processes pass to ``recover``."""
+        ...
+
+    async def recover(self, *, stale_after: float | None = None) -> list[str]:
         """Mark turns left ``running`` by a dead process ``interrupted``; return their ids.
-        Turns ``awaiting_client`` are left as they are."""
+        Turns ``awaiting_client`` are left as they are.
+
+        ``stale_after=None`` takes every running turn as orphaned: right for a process that
+        has the database to itself, at start-up. With several processes on one database pass
+        ``stale_after`` (seconds): only turns whose runner closed, or has not beaten for that
+        long, are interrupted, and never this store's own."""
+        ...
+
+    # notebooks -------------------------------------------------------------
+    async def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:
+        """Store the session's notebook document; return its new version (1, 2, …).
+        ``KeyError`` if the session does not exist."""
+        ...
+
+    async def load_notebook(self, session_id: str) -> dict[str, Any] | None:
+        """The last saved notebook document of the session, or None."""
         ...

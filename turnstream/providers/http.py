@@ -1,0 +1,82 @@
+"""What every HTTP adapter shares: the client, opening a streamed POST, mapping errors.
+
+Adapters call ``open_stream`` and get the response's byte chunks; HTTP error statuses and
+connection failures become ``ProviderError`` here, classified by the error type in the
+body where there is one (PROVIDER-FACTS: classify by the body, not only the status).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2 as httpx
+import orjson
+
+from ..errors import ProviderError, ProviderStatusError, StreamBrokenError
+from ..retry import RETRYABLE_ERROR_TYPES, is_hopeless_429, is_retryable_status, parse_retry_after
+
+log = logging.getLogger("turnstream.providers")
+
+_SECRET_HEADERS = ("authorization", "x-api-key", "api-key")
+
+
+def make_client(timeout: float = 600.0) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=200)
+    return httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=15.0), limits=limits)
+
+
+def redact_headers(headers: dict[str, str]) -> dict[str, str]:
+    return {k: ("***" if k.lower() in _SECRET_HEADERS else v) for k, v in headers.items()}
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    return value if value else default
+
+
+def _error_from_body(status: int, body: bytes, headers: Any) -> ProviderStatusError:
+    message, error_type = body.decode("utf-8", "replace")[:2000] or f"HTTP {status}", None
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        doc = None
+    if isinstance(doc, dict):
+        err = doc.get("error")
+        if isinstance(err, dict):
+            message = str(err.get("message") or message)
+            error_type = str(err.get("type") or err.get("code") or "") or None
+        elif isinstance(err, str):
+            message = err
+    retry_after = parse_retry_after(headers)
+    retryable = is_retryable_status(status) or (error_type in RETRYABLE_ERROR_TYPES)
+    if status == 429 and is_hopeless_429(message, error_type, retry_after):
+        retryable = False
+    return ProviderStatusError(message, status=status, error_type=error_type, retryable=retryable,
+                               retry_after=retry_after)
+
+
+async def open_stream(client: httpx.AsyncClient, url: str, headers: dict[str, str],
+                      body: dict[str, Any]) -> AsyncIterator[bytes]:
+    """POST ``body`` and yield the response body in chunks as they arrive."""
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("POST %s headers=%s body=%s", url, redact_headers(headers), orjson.dumps(body).decode()[:20000])
+    try:
+        async with client.stream("POST", url, content=orjson.dumps(body), headers=headers) as resp:
+            if resp.status_code != 200:
+                raw = await resp.aread()
+                raise _error_from_body(resp.status_code, raw, resp.headers)
+            try:
+                async for chunk in resp.aiter_bytes():
+                    yield chunk
+            except httpx.HTTPError as exc:
+                raise StreamBrokenError(f"the stream broke: {type(exc).__name__}: {exc}",
+                                        retryable=True) from exc
+    except ProviderError:
+        raise
+    except httpx.HTTPError as exc:
+        # Before any byte of the body arrived: a connection problem, safe to retry.
+        raise ProviderError(f"connection failed: {type(exc).__name__}: {exc}", retryable=True,
+                            error_type="connection_error") from exc

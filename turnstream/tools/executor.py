@@ -1,0 +1,143 @@
+"""Running the tool calls of one step (SPEC §4).
+
+The executor decides, for every call, what happens to it — run now, refuse with an
+``is_error`` result, or wait for the client (a client tool, or an approval) — and runs the
+calls it may run in one task group with a per-call deadline. Results come back in call
+order. Every failure becomes text the model can act on; nothing raised by a tool escapes,
+but cancellation always does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import orjson
+from pydantic import BaseModel
+
+from ..blocks import ToolUseBlock
+from .tool import Tool, ToolContext
+
+log = logging.getLogger("turnstream.tools")
+
+Approver = Callable[[ToolUseBlock, Tool], Awaitable[bool]]
+"""Asked inline before a ``requires_approval`` tool runs; False denies the call."""
+
+DENIED = "The user denied this tool call; it was not run. Do not retry it unless the user asks."
+INTERRUPTED = "The tool call was interrupted before it finished (the turn was cancelled or the server stopped)."
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What became of one call: a result now, or a wait for the client."""
+
+    call: ToolUseBlock
+    kind: Literal["result", "client", "approval"]
+    content: str = ""
+    is_error: bool = False
+    tool: Tool | None = None
+
+
+def format_seconds(s: float) -> str:
+    return f"{int(s)}s" if float(s).is_integer() else f"{s:g}s"
+
+
+def to_text(value: Any) -> str:
+    """A tool's return value as the text the model reads."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return orjson.dumps(value, default=str).decode()
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return (text[:limit] + f"\n\n[truncated: the result has {len(text)} characters; only the first {limit} "
+            "are shown]")
+
+
+class ToolExecutor:
+    def __init__(self, tools: Mapping[str, Tool], *, max_result_chars: int = 100_000,
+                 approver: Approver | None = None, deps: dict[str, Any] | None = None) -> None:
+        self.tools = tools
+        self.max_result_chars = max_result_chars
+        self.approver = approver
+        self.deps = deps or {}
+
+    def refusal(self, call: ToolUseBlock) -> str | None:
+        """Why a call cannot run at all (before approval or execution), or None."""
+        if call.input_error:
+            return f"The tool call was not run: {call.input_error}. Send the call again with complete, valid JSON."
+        if call.name not in self.tools:
+            names = ", ".join(sorted(self.tools)) or "(none)"
+            return f"Unknown tool '{call.name}'. Available tools: {names}."
+        return None
+
+    async def decide(self, call: ToolUseBlock) -> Outcome:
+        reason = self.refusal(call)
+        if reason is not None:
+            return Outcome(call, "result", reason, True)
+        tool = self.tools[call.name]
+        if tool.executor == "client":
+            return Outcome(call, "client", tool=tool)
+        if tool.requires_approval:
+            if self.approver is None:
+                return Outcome(call, "approval", tool=tool)
+            if not await self.approver(call, tool):
+                return Outcome(call, "result", DENIED, True, tool=tool)
+        return Outcome(call, "result", tool=tool)  # to run
+
+    async def run(self, outcomes: list[Outcome], *, session_id: str, turn_id: str) -> None:
+        """Run every outcome that has a tool and no content yet, filling in its result."""
+        todo = [o for o in outcomes if o.kind == "result" and o.tool is not None and not o.content
+                and not o.is_error]
+        if not todo:
+            return
+        if len(todo) == 1:
+            await self._run_one(todo[0], session_id, turn_id)
+            return
+        sequential = [o for o in todo if o.tool is not None and o.tool.sequential]
+        parallel = [o for o in todo if o.tool is not None and not o.tool.sequential]
+
+        async def run_in_order() -> None:
+            for o in sequential:
+                await self._run_one(o, session_id, turn_id)
+
+        async with anyio.create_task_group() as tg:
+            for o in parallel:
+                tg.start_soon(self._run_one, o, session_id, turn_id)
+            if sequential:
+                tg.start_soon(run_in_order)
+
+    async def _run_one(self, o: Outcome, session_id: str, turn_id: str) -> None:
+        tool = o.tool
+        assert tool is not None and tool.fn is not None
+        try:
+            args = tool.validate(o.call.input)
+        except ValueError as exc:
+            o.content, o.is_error = str(exc), True
+            return
+        if tool.context_param:
+            args[tool.context_param] = ToolContext(session_id, turn_id, o.call.tool_use_id, self.deps)
+        fn = tool.fn
+        try:
+            with anyio.move_on_after(tool.timeout) as deadline:
+                if tool.is_async:
+                    value = await fn(**args)
+                else:
+                    value = await anyio.to_thread.run_sync(lambda: fn(**args), abandon_on_cancel=True)
+                o.content = truncate(to_text(value), self.max_result_chars)
+            if deadline.cancelled_caught:
+                o.content, o.is_error = f"Tool execution timed out after {format_seconds(tool.timeout)}", True
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            log.exception("tool %s failed (call %s)", tool.name, o.call.tool_use_id)
+            o.content, o.is_error = truncate(f"{type(exc).__name__}: {exc}", self.max_result_chars), True
