@@ -1,0 +1,204 @@
+"""The kernel child process: runs cells in one namespace and answers over JSON lines.
+
+Started by ``kernel.Kernel`` as ``python -I child.py [--memory BYTES]``. It imports only the
+standard library and its sibling ``sqltext.py`` at start; pandas, DuckDB and Plotly load on
+first use, so a kernel starts in well under a second.
+
+Protocol (one JSON object per line; the child owns private copies of the original stdin and
+stdout, and fds 0/1 are pointed elsewhere so user code can neither read nor corrupt them):
+
+* child → parent at start: ``{"op": "ready", "pid": int}``
+* parent → child: ``{"id": n, "op": "run", "language": "python"|"sql", "code": str,
+  "filename": str, "result_name": str|null}`` or ``{"id": n, "op": "ping"}``
+* child → parent: ``{"id": n, "status": "success"|"error", "outputs": [output, ...]}``
+  with outputs as described in ``model``.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib.util
+import io
+import json
+import linecache
+import os
+import sys
+import traceback
+from types import ModuleType, TracebackType
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from . import sqltext
+else:
+
+    def _load_sibling(name: str) -> ModuleType:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+        spec = importlib.util.spec_from_file_location(f"_turnstream_kernel_{name}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    sqltext = _load_sibling("sqltext") if not __package__ else importlib.import_module(
+        f"{__package__}.sqltext")
+
+MAX_STREAM_CHARS = 20_000
+MAX_REPR_CHARS = 10_000
+TABLE_ROWS = 50
+TABLE_COLS = 30
+PREVIEW_ROWS = 20
+THIS_FILE = os.path.abspath(__file__)
+
+
+def _trim(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = limit * 3 // 4
+    tail = limit - head
+    return f"{text[:head]}\n… [{len(text) - limit} characters cut] …\n{text[-tail:]}"
+
+
+class Runner:
+    """Holds the namespace (and a DuckDB connection, once a SQL cell needs one)."""
+
+    def __init__(self, memory_bytes: int | None = None) -> None:
+        self.ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+        self.memory_bytes = memory_bytes
+        self._duck: Any = None
+
+    def run(self, msg: dict[str, Any]) -> dict[str, Any]:
+        out, err = io.StringIO(), io.StringIO()
+        outputs: list[dict[str, Any]] = []
+        status = "success"
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                if msg.get("language") == "sql":
+                    value = self._run_sql(msg["code"], msg.get("result_name"))
+                else:
+                    value = self._run_python(msg["code"], msg.get("filename") or "<cell>")
+            result = self._display(value)
+        except BaseException as exc:  # the cell failed; the kernel keeps going
+            status = "error"
+            result = self._error(exc)
+        for name, buf in (("stdout", out), ("stderr", err)):
+            text = buf.getvalue()
+            if text:
+                outputs.append({"type": name, "text": _trim(text, MAX_STREAM_CHARS)})
+        if result is not None:
+            outputs.append(result)
+        return {"status": status, "outputs": outputs}
+
+    def _run_python(self, code: str, filename: str) -> Any:
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        tree = ast.parse(code, filename, "exec")
+        last: ast.expr | None = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr) and not code.rstrip().endswith(";"):
+            tail = tree.body.pop()
+            assert isinstance(tail, ast.Expr)
+            last = tail.value
+        exec(compile(tree, filename, "exec"), self.ns)
+        if last is None:
+            return None
+        return eval(compile(ast.Expression(last), filename, "eval"), self.ns)
+
+    def _run_sql(self, code: str, result_name: str | None) -> Any:
+        import duckdb
+        import pandas as pd
+
+        if self._duck is None:
+            self._duck = duckdb.connect(":memory:")
+            if self.memory_bytes:
+                self._duck.execute(f"SET memory_limit = '{self.memory_bytes // 2 // 2**20}MB'")
+        con = self._duck
+        statement, params = sqltext.bind(code, self.ns)
+        registered = []
+        for name in sqltext.table_refs(code):
+            value = self.ns.get(name)
+            if isinstance(value, pd.DataFrame):
+                con.register(name, value)
+                registered.append(name)
+        try:
+            cursor = con.execute(statement, params)
+            frame = cursor.df() if cursor.description else None
+        finally:
+            for name in registered:
+                con.unregister(name)
+        if result_name and frame is not None:
+            self.ns[result_name] = frame
+        return frame
+
+    def _display(self, value: Any) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        module = type(value).__module__ or ""
+        if module.startswith("plotly.") and hasattr(value, "to_json"):
+            return {"type": "plotly", "figure": json.loads(value.to_json())}
+        if "pandas" in sys.modules:
+            import pandas as pd
+
+            if isinstance(value, pd.Series):
+                value = value.to_frame()
+            if isinstance(value, pd.DataFrame):
+                rows, cols = value.shape
+                return {
+                    "type": "table",
+                    "html": value.to_html(max_rows=TABLE_ROWS, max_cols=TABLE_COLS, border=0),
+                    "text": _trim(value.to_string(max_rows=PREVIEW_ROWS, max_cols=TABLE_COLS),
+                                  MAX_REPR_CHARS),
+                    "rows": int(rows),
+                    "columns": int(cols),
+                }
+        return {"type": "text", "text": _trim(repr(value), MAX_REPR_CHARS)}
+
+    def _error(self, exc: BaseException) -> dict[str, Any]:
+        tb: TracebackType | None = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == THIS_FILE:
+            tb = tb.tb_next  # keep the user's frames only
+        text = "".join(traceback.format_exception(type(exc), exc, tb))
+        return {"type": "error", "ename": type(exc).__name__, "evalue": str(exc),
+                "traceback": _trim(text, MAX_STREAM_CHARS)}
+
+
+def _private_pipes() -> tuple[IO[bytes], IO[bytes]]:
+    """Keep the protocol on private fds; fd 0 reads nothing and fd 1 goes to stderr."""
+    proto_in = os.fdopen(os.dup(0), "rb")
+    proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    return proto_in, proto_out
+
+
+def _send(out: IO[bytes], msg: dict[str, Any]) -> None:
+    out.write(json.dumps(msg, default=str).encode() + b"\n")
+
+
+def main(argv: list[str]) -> int:
+    memory: int | None = None
+    if len(argv) >= 2 and argv[0] == "--memory":
+        memory = int(argv[1])
+    if memory:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    proto_in, proto_out = _private_pipes()
+    runner = Runner(memory)
+    _send(proto_out, {"op": "ready", "pid": os.getpid()})
+    for raw in proto_in:
+        msg = json.loads(raw)
+        reply = runner.run(msg) if msg.get("op") == "run" else {"status": "success", "outputs": []}
+        reply["id"] = msg.get("id")
+        try:
+            _send(proto_out, reply)
+        except (TypeError, ValueError, MemoryError) as exc:
+            _send(proto_out, {"id": msg.get("id"), "status": "error", "outputs": [
+                {"type": "error", "ename": type(exc).__name__, "evalue": f"could not send output: {exc}",
+                 "traceback": ""}]})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
