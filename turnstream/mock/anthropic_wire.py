@@ -1,0 +1,99 @@
+"""Anthropic Messages streaming format for the mock provider: request view and SSE frames.
+
+Frames match the live API: ``event: <type>\\ndata: <compact JSON>\\n\\n``, with a ``ping``
+after ``message_start``, the first ``input_json_delta`` empty, and ``message_delta``
+carrying the stop reason and cumulative usage before ``message_stop``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .scenario import RequestView, StepScript, fragments
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+    return ""
+
+
+def request_view(body: dict[str, Any]) -> RequestView:
+    messages = body.get("messages") or []
+    user_texts, rounds, results, last_input = 0, 0, [], ""
+    for m in messages:
+        content = m.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        if m.get("role") == "user":
+            texts = [b.get("text", "") for b in blocks if b.get("type") == "text"]
+            for b in blocks:
+                if b.get("type") == "tool_result":
+                    results.append(_text_of(b.get("content")))
+            if texts:
+                user_texts += 1
+                rounds, results = 0, []
+                last_input = "".join(texts)
+        elif m.get("role") == "assistant":
+            rounds += 1
+    return RequestView(user_texts=user_texts, rounds=rounds, results=results, last_input=last_input,
+                       max_tokens=int(body.get("max_tokens") or 8192),
+                       tool_names=[t.get("name", "") for t in body.get("tools") or []])
+
+
+def _frame(payload: dict[str, Any]) -> bytes:
+    return f"event: {payload['type']}\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n".encode()
+
+
+def frames(script: StepScript, *, msg_id: str, model: str, truncate: bool = False) -> list[bytes]:
+    out = [_frame({"type": "message_start", "message": {
+        "id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
+        "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": script.usage.get("input_tokens", 0), "cache_creation_input_tokens": 0,
+                  "cache_read_input_tokens": script.usage.get("cache_read_input_tokens", 0), "output_tokens": 1}}}),
+           _frame({"type": "ping"})]
+    size = script.fragment_size
+    for i, b in enumerate(script.blocks):
+        if b.type == "text":
+            out.append(_frame({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}))
+            for f in fragments(b.text, size):
+                out.append(_frame({"type": "content_block_delta", "index": i,
+                                   "delta": {"type": "text_delta", "text": f}}))
+        elif b.type == "thinking":
+            out.append(_frame({"type": "content_block_start", "index": i,
+                               "content_block": {"type": "thinking", "thinking": "", "signature": ""}}))
+            for f in fragments(b.text, size):
+                out.append(_frame({"type": "content_block_delta", "index": i,
+                                   "delta": {"type": "thinking_delta", "thinking": f}}))
+            out.append(_frame({"type": "content_block_delta", "index": i,
+                               "delta": {"type": "signature_delta", "signature": b.signature}}))
+        elif b.type == "redacted_thinking":
+            out.append(_frame({"type": "content_block_start", "index": i,
+                               "content_block": {"type": "redacted_thinking", "data": b.data}}))
+        elif b.type == "tool_use":
+            out.append(_frame({"type": "content_block_start", "index": i, "content_block": {
+                "type": "tool_use", "id": b.id, "name": b.name, "input": {}}}))
+            out.append(_frame({"type": "content_block_delta", "index": i,
+                               "delta": {"type": "input_json_delta", "partial_json": ""}}))
+            for f in fragments(b.arguments, size):
+                if f:
+                    out.append(_frame({"type": "content_block_delta", "index": i,
+                                       "delta": {"type": "input_json_delta", "partial_json": f}}))
+            if not b.complete:
+                continue  # cut off by max_tokens: the live API sends no stop for it
+        out.append(_frame({"type": "content_block_stop", "index": i}))
+    out.append(_frame({"type": "message_delta", "delta": {"stop_reason": script.stop_reason, "stop_sequence": None},
+                       "usage": {"output_tokens": script.usage.get("output_tokens", 0)}}))
+    if not truncate:
+        out.append(_frame({"type": "message_stop"}))
+    return out
+
+
+def error_frame(error_type: str, message: str) -> bytes:
+    return _frame({"type": "error", "error": {"type": error_type, "message": message}})
+
+
+def error_body(error_type: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": error_type, "message": message}}

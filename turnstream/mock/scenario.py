@@ -1,0 +1,216 @@
+"""The scenario engine behind both ``scripted:<name>`` and ``turnstream mock-provider``.
+
+A scenario is JSON (``turnstream/scenarios/*.json`` ships the built-in ones)::
+
+    {"name": "weather", "fragment_size": 8, "delay_ms": 0,
+     "steps": [
+       {"blocks": [{"type": "text", "text": "Let me look."},
+                   {"type": "tool_use", "name": "get_weather", "input": {"city": "Paris"}}],
+        "stop_reason": "tool_use", "usage": {"input_tokens": 20, "output_tokens": 12}},
+       {"blocks": [{"type": "text", "text": "It is {{last}} in Paris."}]}]}
+
+The step played is the number of assistant messages since the user's last text message
+(a turn's first call plays step 0, the call after its tool results step 1, …; past the end
+the last step repeats). ``"turns": [[step, …], …]`` instead of ``steps`` scripts several
+user turns, picked by the number of user text messages. Strings may hold templates:
+``{{last}}`` / ``{{last.key}}`` (the latest tool result, parsed as JSON when it is JSON),
+``{{results[0].key}}`` (this turn's results in order), ``{{input}}`` (the user's text).
+
+Blocks: ``text``, ``thinking`` (with ``signature``), ``redacted_thinking`` (``data``),
+``tool_use`` (``name``, ``input``, optional ``id``, ``raw`` to stream exact argument bytes,
+``cut_at`` to stop the arguments after N characters unless the request's ``max_tokens`` is
+at least ``fits_max_tokens``).
+
+Faults, per step (``"fault": {…}``), applied to the first ``times`` attempts (default 1):
+``{"kind": "status", "status": 529, "retry_after": 0.01}``, ``{"kind": "error_event",
+"after_events": 3, "error_type": "overloaded_error", "message": "Overloaded"}``,
+``{"kind": "drop", "after_bytes": 300}``, ``{"kind": "malformed", "after_events": 2}``,
+``{"kind": "truncate"}`` (no final event, clean close), ``{"kind": "slow", "delay_ms": 50}``.
+
+The engine works on a provider-neutral view of the request (``RequestView``) and produces
+a ``StepScript``; wire encoders turn that into each API's bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+_TEMPLATE = re.compile(r"\{\{\s*([^}]+?)\s*\}\}")
+_PATH_PART = re.compile(r"\.?([A-Za-z_][\w-]*)|\[(-?\d+)\]")
+
+
+@dataclass(slots=True)
+class RequestView:
+    """What the engine needs to know about a request, whatever its wire format."""
+
+    user_texts: int
+    """How many user messages carry text (the user's turns so far)."""
+    rounds: int
+    """Assistant messages since the last user text message."""
+    results: list[str]
+    """Tool results since the last user text message, in order."""
+    last_input: str
+    max_tokens: int = 8192
+    tool_names: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ScriptBlock:
+    type: str
+    text: str = ""
+    signature: str = ""
+    data: str = ""
+    name: str = ""
+    id: str = ""
+    arguments: str = ""
+    """Tool arguments as the exact JSON text to stream."""
+    complete: bool = True
+    """False when the arguments are cut off (max_tokens)."""
+
+
+@dataclass(slots=True)
+class StepScript:
+    blocks: list[ScriptBlock]
+    stop_reason: str
+    usage: dict[str, int]
+    fragment_size: int
+    delay_s: float
+    fault: dict[str, Any] | None
+
+
+def _lookup(root: Any, path: str) -> Any:
+    cur = root
+    for m in _PATH_PART.finditer(path):
+        key, idx = m.group(1), m.group(2)
+        try:
+            cur = cur[int(idx)] if idx is not None else cur[key]
+        except (KeyError, IndexError, TypeError, ValueError):
+            return ""
+    return cur
+
+
+def _parse(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def render(value: Any, view: RequestView) -> Any:
+    """Fill templates inside strings (recursively in lists and dicts)."""
+    if isinstance(value, str):
+        def sub(m: re.Match[str]) -> str:
+            expr = m.group(1)
+            head, _, rest = expr.partition(".")
+            if expr.startswith("results["):
+                idx_end = expr.index("]")
+                i = int(expr[len("results["):idx_end])
+                try:
+                    base: Any = _parse(view.results[i])
+                except IndexError:
+                    return ""
+                found = _lookup(base, expr[idx_end + 1:])
+            elif head == "last":
+                base = _parse(view.results[-1]) if view.results else ""
+                found = _lookup(base, rest) if rest else base
+            elif head == "input":
+                found = view.last_input
+            else:
+                return m.group(0)
+            return found if isinstance(found, str) else json.dumps(found)
+        return _TEMPLATE.sub(sub, value)
+    if isinstance(value, list):
+        return [render(v, view) for v in value]
+    if isinstance(value, dict):
+        return {k: render(v, view) for k, v in value.items()}
+    return value
+
+
+class Scenario:
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.doc = doc
+        self.name: str = doc.get("name", "scenario")
+        if "turns" in doc:
+            self.turns: list[list[dict[str, Any]]] = doc["turns"]
+        else:
+            self.turns = [doc.get("steps") or [{"blocks": [{"type": "text", "text": "Hello from turnstream."}]}]]
+        self.fragment_size = int(doc.get("fragment_size", 16))
+        self.delay_ms = float(doc.get("delay_ms", 0))
+        self._attempts: dict[tuple[int, int], int] = {}
+        self._lock = threading.Lock()
+        self._ids = 0
+
+    @classmethod
+    def load(cls, name_or_path: str) -> Scenario:
+        """A built-in scenario by name, or a scenario file by path."""
+        p = Path(name_or_path)
+        if p.suffix == ".json" and p.exists():
+            return cls(json.loads(p.read_text()))
+        try:
+            text = resources.files("turnstream.scenarios").joinpath(f"{name_or_path}.json").read_text()
+        except FileNotFoundError:
+            raise KeyError(f"unknown scenario {name_or_path!r} (built-in: {', '.join(builtin_names())})") from None
+        return cls(json.loads(text))
+
+    def _next_id(self, prefix: str) -> str:
+        with self._lock:
+            self._ids += 1
+            return f"{prefix}{self._ids:06d}"
+
+    def script(self, view: RequestView, *, id_prefix: str = "toolu_mock_") -> StepScript:
+        turn_idx = min(max(view.user_texts - 1, 0), len(self.turns) - 1)
+        steps = self.turns[turn_idx]
+        step_idx = min(view.rounds, len(steps) - 1)
+        step = steps[step_idx]
+        fault = step.get("fault")
+        if fault is not None:
+            with self._lock:
+                k = (turn_idx, step_idx)
+                n = self._attempts.get(k, 0)
+                self._attempts[k] = n + 1
+            if n >= int(fault.get("times", 1)):
+                fault = None
+        blocks: list[ScriptBlock] = []
+        for spec in step.get("blocks", []):
+            spec = render(spec, view)
+            t = spec["type"]
+            if t == "tool_use":
+                raw = spec["raw"] if "raw" in spec else json.dumps(spec.get("input", {}))
+                complete = True
+                cut_at = spec.get("cut_at")
+                if cut_at is not None and view.max_tokens < int(spec.get("fits_max_tokens", 1 << 30)):
+                    raw, complete = raw[: int(cut_at)], False
+                blocks.append(ScriptBlock("tool_use", name=spec["name"], id=spec.get("id") or self._next_id(id_prefix),
+                                          arguments=raw, complete=complete))
+            elif t == "thinking":
+                blocks.append(ScriptBlock("thinking", text=spec.get("thinking", ""),
+                                          signature=spec.get("signature", "sig-mock")))
+            elif t == "redacted_thinking":
+                blocks.append(ScriptBlock("redacted_thinking", data=spec.get("data", "")))
+            else:
+                blocks.append(ScriptBlock("text", text=spec.get("text", "")))
+        has_tool = any(b.type == "tool_use" for b in blocks)
+        stop = step.get("stop_reason") or ("tool_use" if has_tool else "end_turn")
+        if any(not b.complete for b in blocks):
+            stop = "max_tokens"
+        usage = {"input_tokens": 10, "output_tokens": 10, **step.get("usage", {})}
+        delay = float(step.get("delay_ms", self.delay_ms)) / 1000
+        if fault is not None and fault.get("kind") == "slow":
+            delay = float(fault.get("delay_ms", 50)) / 1000
+        return StepScript(blocks, stop, usage, int(step.get("fragment_size", self.fragment_size)), delay, fault)
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files("turnstream.scenarios").iterdir()
+                  if p.name.endswith(".json"))
+
+
+def fragments(text: str, size: int) -> list[str]:
+    size = max(1, size)
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]

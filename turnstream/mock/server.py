@@ -1,0 +1,166 @@
+"""``turnstream mock-provider``: a local server that speaks the providers' streaming formats.
+
+Routes: ``POST /v1/messages`` (Anthropic). Each API's wire module supplies a request view
+and frames; this module applies scenario faults and serves the bytes. Test hooks:
+``POST /_mock/scenarios`` registers scenarios by name (a request whose ``model`` names a
+scenario plays it; any other plays the default), ``GET /_mock/requests`` lists the bodies
+received, ``POST /_mock/reset`` forgets both.
+
+Invalid transcripts are refused with the provider's own 400 message (``validate.py``).
+A scenario ``{"replay": "file.sse", "seed": 1}`` serves a recorded body in random pieces.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ..validate import anthropic_errors
+from . import anthropic_wire
+from .scenario import RequestView, Scenario, StepScript
+
+
+class DroppedConnection(Exception):
+    """Raised inside a streaming body to make the server cut the connection."""
+
+
+@dataclass(slots=True)
+class WireFormat:
+    """What the mock needs to serve one API."""
+
+    view: Callable[[dict[str, Any]], RequestView]
+    frames: Callable[..., list[bytes]]
+    validate: Callable[[dict[str, Any]], str | None]
+    error_body: Callable[[str, str], dict[str, Any]]
+    error_frame: Callable[[str, str], bytes]
+    malformed: bytes
+    id_prefix: str
+    msg_id: Callable[[], str]
+
+
+ANTHROPIC = WireFormat(
+    view=anthropic_wire.request_view,
+    frames=anthropic_wire.frames,
+    validate=anthropic_errors,
+    error_body=anthropic_wire.error_body,
+    error_frame=anthropic_wire.error_frame,
+    malformed=b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"ty\n\n',
+    id_prefix="toolu_mock_",
+    msg_id=lambda: "msg_mock_" + uuid.uuid4().hex[:16],
+)
+
+
+class MockProvider:
+    def __init__(self, default: Scenario | None = None) -> None:
+        self.default = default or Scenario.load("echo")
+        self.scenarios: dict[str, Scenario] = {}
+        self.requests: list[dict[str, Any]] = []
+        self.formats: dict[str, WireFormat] = {"/v1/messages": ANTHROPIC}
+
+    def scenario_for(self, body: dict[str, Any]) -> Scenario:
+        return self.scenarios.get(str(body.get("model", "")), self.default)
+
+    async def handle(self, request: Request) -> Response:
+        fmt = self.formats[request.url.path]
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return JSONResponse(fmt.error_body("invalid_request_error", "The request body is not valid JSON."), 400)
+        if not isinstance(body, dict):
+            return JSONResponse(fmt.error_body("invalid_request_error", "The request body must be an object."), 400)
+        self.requests.append({"path": request.url.path, "body": body})
+        del self.requests[:-500]
+        problem = fmt.validate(body)
+        if problem:
+            return JSONResponse(fmt.error_body("invalid_request_error", problem), 400)
+        scenario = self.scenario_for(body)
+        if "replay" in scenario.doc:
+            return self._replay(scenario.doc)
+        script = scenario.script(fmt.view(body), id_prefix=fmt.id_prefix)
+        fault = script.fault or {}
+        if fault.get("kind") == "status":
+            headers = {}
+            if fault.get("retry_after") is not None:
+                headers["retry-after"] = str(fault["retry_after"])
+            etype = str(fault.get("error_type", "overloaded_error"))
+            return JSONResponse(fmt.error_body(etype, str(fault.get("message", "Overloaded"))),
+                                int(fault.get("status", 529)), headers=headers)
+        frames = fmt.frames(script, msg_id=fmt.msg_id(), model=str(body.get("model", "mock")),
+                            truncate=fault.get("kind") == "truncate")
+        return StreamingResponse(self._serve(frames, script, fmt), media_type="text/event-stream",
+                                 headers={"cache-control": "no-cache"})
+
+    async def _serve(self, frames: list[bytes], script: StepScript, fmt: WireFormat) -> AsyncIterator[bytes]:
+        fault = script.fault or {}
+        kind = fault.get("kind")
+        after_events = int(fault.get("after_events", 3))
+        after_bytes = int(fault.get("after_bytes", 200))
+        sent = 0
+        for i, frame in enumerate(frames):
+            if kind == "error_event" and i == after_events:
+                yield fmt.error_frame(str(fault.get("error_type", "overloaded_error")),
+                                      str(fault.get("message", "Overloaded")))
+                return
+            if kind == "malformed" and i == after_events:
+                yield fmt.malformed
+                return
+            if kind == "drop" and sent + len(frame) > after_bytes:
+                yield frame[: max(0, after_bytes - sent)]
+                raise DroppedConnection("mock fault: connection dropped")
+            if script.delay_s:
+                await anyio.sleep(script.delay_s)
+            sent += len(frame)
+            yield frame
+
+    def _replay(self, doc: dict[str, Any]) -> Response:
+        data = Path(doc["replay"]).read_bytes()
+        rng = random.Random(doc.get("seed", 0))
+        max_piece = int(doc.get("max_piece", 64))
+
+        async def pieces() -> AsyncIterator[bytes]:
+            i = 0
+            while i < len(data):
+                n = rng.randint(1, max_piece)
+                yield data[i:i + n]
+                i += n
+
+        return StreamingResponse(pieces(), media_type="text/event-stream")
+
+    async def register(self, request: Request) -> Response:
+        doc = await request.json()
+        for name, spec in doc.items():
+            self.scenarios[name] = Scenario({"name": name, **spec})
+        return JSONResponse({"registered": sorted(doc)})
+
+    async def list_requests(self, request: Request) -> Response:
+        return JSONResponse(self.requests)
+
+    async def reset(self, request: Request) -> Response:
+        self.scenarios.clear()
+        self.requests.clear()
+        return JSONResponse({"ok": True})
+
+    def app(self) -> Starlette:
+        routes = [Route(path, self.handle, methods=["POST"]) for path in self.formats]
+        routes += [
+            Route("/_mock/scenarios", self.register, methods=["POST"]),
+            Route("/_mock/requests", self.list_requests, methods=["GET"]),
+            Route("/_mock/reset", self.reset, methods=["POST"]),
+            Route("/health", lambda r: JSONResponse({"ok": True}), methods=["GET"]),
+        ]
+        return Starlette(routes=routes)
+
+
+def build_app(scenario_path: str | None = None) -> Starlette:
+    return MockProvider(Scenario.load(scenario_path) if scenario_path else None).app()
