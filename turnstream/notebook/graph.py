@@ -51,90 +51,112 @@ def python_names(code: str) -> CellNames:
         tree = ast.parse(code)
     except SyntaxError:
         return CellNames()
-    defined: set[str] = set()
-    used: set[str] = set()
+    walker = _Walker()
     for stmt in tree.body:
-        loads: set[str] = set()
-        stores: set[str] = set()
-        _collect(stmt, loads, stores)
-        used |= loads - defined
-        defined |= stores
-    return CellNames(frozenset(defined), frozenset(used - _BUILTINS))
+        walker.visit(stmt)
+    uses = (walker.uses | (walker.deferred - walker.bound)) - _BUILTINS
+    return CellNames(frozenset(walker.bound), frozenset(uses))
 
 
-def _collect(node: ast.AST, loads: set[str], stores: set[str]) -> None:
-    """Names read and bound by ``node`` in the current scope; nested scopes add their free names."""
-    if isinstance(node, ast.Name):
-        (stores if isinstance(node.ctx, ast.Store) else loads).add(node.id)
-        return
-    if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-        loads.add(node.target.id)  # x += 1 reads x first
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        for alias in node.names:
-            if alias.name != "*":
-                stores.add(alias.asname or alias.name.split(".")[0])
-        return
-    if isinstance(node, ast.ExceptHandler) and node.name:
-        stores.add(node.name)
-    if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-        stores.add(node.name)
-    if isinstance(node, ast.MatchMapping) and node.rest:
-        stores.add(node.rest)
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        stores.add(node.name)
-        for deco in node.decorator_list:
-            _collect(deco, loads, stores)
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+class _Walker:
+    """Visits code in the order Python runs it: a name read before the code binds it is a use.
+
+    Free names of function bodies are ``deferred``: they are read when the function is
+    called, so a name bound later in the same cell still satisfies them.
+    """
+
+    def __init__(self, bound: set[str] | None = None) -> None:
+        self.bound: set[str] = set(bound or ())
+        self.uses: set[str] = set()
+        self.deferred: set[str] = set()
+
+    def load(self, name: str) -> None:
+        if name not in self.bound:
+            self.uses.add(name)
+
+    def visit_all(self, nodes: Iterable[ast.AST | None]) -> None:
+        for node in nodes:
+            if node is not None:
+                self.visit(node)
+
+    def visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Store):
+                self.bound.add(node.id)
+            else:
+                self.load(node.id)
+        elif isinstance(node, ast.Assign):
+            self.visit_all([node.value, *node.targets])
+        elif isinstance(node, ast.AugAssign):
+            if isinstance(node.target, ast.Name):
+                self.load(node.target.id)  # x += 1 reads x first
+            self.visit_all([node.value, node.target])
+        elif isinstance(node, ast.AnnAssign):
+            self.visit_all([node.annotation, node.value, node.target])
+        elif isinstance(node, ast.NamedExpr):
+            self.visit_all([node.value, node.target])
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            self.visit_all([node.iter, node.target, *node.body, *node.orelse])
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                self.visit_all([item.context_expr, item.optional_vars])
+            self.visit_all(node.body)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            self.bound.update(a.asname or a.name.split(".")[0] for a in node.names if a.name != "*")
+        elif isinstance(node, ast.ExceptHandler):
+            self.visit_all([node.type])
+            if node.name:
+                self.bound.add(node.name)
+            self.visit_all(node.body)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)):
+            self.visit_all([getattr(node, "pattern", None)])
+            if node.name:
+                self.bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping):
+            self.visit_all([*node.keys, *node.patterns])
+            if node.rest:
+                self.bound.add(node.rest)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            self._function(node)
+        elif isinstance(node, ast.ClassDef):
+            self.visit_all([*node.decorator_list, *node.bases, *(k.value for k in node.keywords)])
+            body = _Walker(self.bound)  # a class body runs now, in its own namespace
+            body.visit_all(node.body)
+            self.uses |= body.uses
+            self.deferred |= body.deferred
+            self.bound.add(node.name)
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            inner = _Walker()
+            for gen in node.generators:
+                inner.visit_all([gen.iter, gen.target, *gen.ifs])
+            parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+            inner.visit_all(parts)
+            for name in inner.uses:
+                self.load(name)
+            self.deferred |= inner.deferred
+        else:
+            self.visit_all(ast.iter_child_nodes(node))
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
         a = node.args
-        evaluated_here: list[ast.expr | None] = [*a.defaults, *a.kw_defaults]
-        if not isinstance(node, ast.Lambda):  # annotations are evaluated where the def runs
-            evaluated_here.append(node.returns)
-            for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
-                evaluated_here.append(p.annotation if p is not None else None)
-        for expr in evaluated_here:
-            if expr is not None:
-                _collect(expr, loads, stores)
-    if isinstance(node, ast.ClassDef):
-        for base in [*node.bases, *(k.value for k in node.keywords)]:
-            _collect(base, loads, stores)
-        inner_loads: set[str] = set()
-        inner_stores: set[str] = set()
-        for stmt in node.body:
-            _collect(stmt, inner_loads, inner_stores)
-        loads |= inner_loads - inner_stores
-        return
-    if isinstance(node, _SCOPES):
-        free, global_stores = _free_names(node)
-        loads |= free
-        stores |= global_stores
-        return
-    for child in ast.iter_child_nodes(node):
-        _collect(child, loads, stores)
-
-
-def _free_names(scope: ast.AST) -> tuple[set[str], set[str]]:
-    """Names a function-like scope reads from outside, and module names it binds via ``global``."""
-    loads: set[str] = set()
-    stores: set[str] = set()
-    params: set[str] = set()
-    body: list[ast.AST]
-    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        a = scope.args
-        params = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
-        params |= {p.arg for p in (a.vararg, a.kwarg) if p is not None}
-        body = list(scope.body) if isinstance(scope.body, list) else [scope.body]
-    else:
-        assert isinstance(scope, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp))
-        body = list(scope.generators)
-        body += [scope.key, scope.value] if isinstance(scope, ast.DictComp) else [scope.elt]
-    declared_global: set[str] = set()
-    for stmt in body:
-        for sub in _same_scope_nodes(stmt):
-            if isinstance(sub, ast.Global):
-                declared_global.update(sub.names)
-        _collect(stmt, loads, stores)
-    local = (params | stores) - declared_global
-    return loads - local, stores & declared_global
+        params = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+        now: list[ast.AST | None] = [*a.defaults, *a.kw_defaults]
+        if not isinstance(node, ast.Lambda):  # decorators and annotations run at definition
+            now += [*node.decorator_list, node.returns]
+            now += [p.annotation for p in params if p is not None]
+        self.visit_all(now)
+        inner = _Walker({p.arg for p in params if p is not None})
+        body: list[ast.AST] = [node.body] if isinstance(node, ast.Lambda) else list(node.body)
+        declared_global: set[str] = set()
+        for stmt in body:
+            declared_global.update(n for sub in _same_scope_nodes(stmt) if isinstance(sub, ast.Global)
+                                   for n in sub.names)
+            inner.visit(stmt)
+        local = inner.bound - declared_global
+        self.deferred |= (inner.uses | inner.deferred) - local
+        self.bound |= inner.bound & declared_global
+        if not isinstance(node, ast.Lambda):
+            self.bound.add(node.name)
 
 
 def _same_scope_nodes(node: ast.AST) -> Iterable[ast.AST]:
