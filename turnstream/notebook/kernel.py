@@ -28,6 +28,14 @@ import anyio
 from .model import Output, error_output
 
 CHILD = Path(__file__).with_name("child.py")
+CHILD_ENV_KEYS = ("PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TEMP", "TMP",
+                  "SYSTEMROOT")
+"""The only environment variables a kernel inherits: API keys and database URLs stay out of
+reach of the code the model writes. (The kernel is not a sandbox: it can still read files.)"""
+
+
+def child_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k in CHILD_ENV_KEYS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +140,11 @@ class Kernel:
     """One child process and its namespace. Runs are serialised; start is lazy."""
 
     def __init__(self, limits: KernelLimits | None = None, *, cwd: str | None = None,
-                 python: str = sys.executable) -> None:
+                 python: str = sys.executable, env: dict[str, str] | None = None) -> None:
         self.limits = limits or KernelLimits()
         self.cwd = cwd
         self.python = python
+        self.env = child_env() if env is None else env
         self.generation = 0
         """Rises each time a fresh child starts; a namespace belongs to one generation."""
         self._channel: _Channel | None = None
@@ -171,7 +180,7 @@ class Kernel:
         if self.limits.memory_bytes:
             args += ["--memory", str(self.limits.memory_bytes)]
         proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                                cwd=self.cwd, start_new_session=True)
+                                cwd=self.cwd, env=self.env, start_new_session=True)
         channel = _Channel(proc)
         try:
             hello = channel.exchange(None, started + self.limits.start_timeout)

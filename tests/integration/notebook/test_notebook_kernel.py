@@ -131,3 +131,21 @@ async def test_cancelling_a_run_kills_the_child(quick_kernel: Kernel) -> None:
     assert not quick_kernel.alive
     assert (await quick_kernel.execute("1 + 1")).outputs == [{"type": "text", "text": "2"}]
     assert quick_kernel.generation == generation + 1
+
+
+async def test_secrets_in_the_environment_do_not_reach_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret")
+    k = Kernel()
+    try:
+        r = await k.execute("import os\n(os.environ.get('ANTHROPIC_API_KEY'), 'PATH' in os.environ)")
+        assert r.outputs == [{"type": "text", "text": "(None, True)"}]
+    finally:
+        await k.aclose()
+
+
+async def test_a_cell_that_ends_the_process_is_reported_and_the_kernel_comes_back(kernel: Kernel) -> None:
+    r = await kernel.execute("import os\nos._exit(7)")
+    assert r.status == "error" and r.restarted
+    err = r.outputs[0]
+    assert err["type"] == "error" and err["ename"] == "KernelDied" and "exit status 7" in err["evalue"]
+    assert (await kernel.execute("'back'")).outputs == [{"type": "text", "text": "'back'"}]
