@@ -1,0 +1,529 @@
+"""What correct storage means: one suite, run against every Store backend.
+
+Every test takes the ``store`` (an opened store) and, where it needs a second process on the
+same database, ``backend.opened()`` (skipped for the memory store, which no other process
+can see). Concurrency is real: PostgreSQL peers use their own connections, and nothing
+waits on a clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import anyio.lowlevel
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from turnstream.blocks import (
+    BLOCK_ADAPTER,
+    Block,
+    ProviderBlock,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Turn,
+    Usage,
+)
+from turnstream.store import SeqConflictError, Store, StoredEvent, TurnConflictError
+from turnstream.store.keys import hash_key
+
+from .conftest import Backend
+
+
+def ev(turn_id: str, n: int, name: str = "step_start", /, **data: Any) -> StoredEvent:
+    return StoredEvent(turn_id=turn_id, n=n, name=name, data=data)
+
+
+def stop(turn_id: str, n: int, block: Block) -> StoredEvent:
+    """The block_stop event that travels with a block, as the runner makes it."""
+    return StoredEvent(turn_id, n, "block_stop",
+                       {"index": block.seq, "block": BLOCK_ADAPTER.dump_python(block, mode="json")})
+
+
+async def new_turn(store: Store, user: str = "usr_1", **kw: Any) -> Turn:
+    session = await store.create_session(user)
+    return await store.create_turn(session.id, "hello", model="scripted:x", **kw)
+
+
+def text(seq: int, step: int = 1, body: str = "hi") -> TextBlock:
+    return TextBlock(seq=seq, step=step, text=body)
+
+
+def skip_unless_shared(backend: Backend) -> None:
+    if not backend.shared:
+        pytest.skip(f"the {backend.name} store cannot be seen by a second process")
+
+
+# users ---------------------------------------------------------------------
+async def test_user_found_by_key_and_only_its_hash_is_stored(store: Store, backend: Backend) -> None:
+    user, key = await store.create_user("ada")
+    assert user.name == "ada"
+    assert await store.user_by_key(key) == user
+    assert await store.user_by_key(key + "x") is None
+    assert await store.user_by_key("") is None
+    other, other_key = await store.create_user("bob")
+    assert other_key != key and other.id != user.id
+    assert await store.user_by_key(other_key) == other
+    assert backend.raw is not None
+    everything = await backend.raw()
+    assert key not in everything and other_key not in everything
+    assert hash_key(key) in everything
+
+
+# sessions ------------------------------------------------------------------
+async def test_sessions_are_listed_per_user_in_creation_order(store: Store) -> None:
+    a = await store.create_session("usr_a", title="first", model="m1", toolset="notebook")
+    b = await store.create_session("usr_a", session_id="ses_chosen")
+    await store.create_session("usr_b")
+    assert [s.id for s in await store.list_sessions("usr_a")] == [a.id, "ses_chosen"]
+    assert await store.list_sessions("usr_nobody") == []
+    got = await store.get_session(a.id)
+    assert got is not None
+    assert (got.user_id, got.title, got.model, got.toolset) == ("usr_a", "first", "m1", "notebook")
+    assert got.turns == []
+    assert got.created_at == pytest.approx(a.created_at)
+    assert b.id == "ses_chosen"
+    with pytest.raises(ValueError):
+        await store.create_session("usr_a", session_id="ses_chosen")
+    assert await store.get_session("ses_missing") is None
+
+
+async def test_deleting_a_session_deletes_everything_in_it(store: Store) -> None:
+    t = await new_turn(store)
+    await store.append_block(t.id, text(0), stop(t.id, 1, text(0)))
+    await store.save_notebook(t.session_id, {"cells": []})
+    assert await store.delete_session(t.session_id) is True
+    assert await store.delete_session(t.session_id) is False
+    assert await store.get_session(t.session_id) is None
+    assert await store.get_turn(t.id) is None
+    assert await store.list_turns(t.session_id) == []
+    assert await store.events_after(t.id, 0) == []
+    assert await store.last_event_n(t.id) == 0
+    assert await store.load_notebook(t.session_id) is None
+
+
+# turns ---------------------------------------------------------------------
+async def test_a_turn_keeps_its_blocks_events_and_outcome(store: Store) -> None:
+    tools = [{"name": "pick_color", "input_schema": {"type": "object"}}]
+    t = await new_turn(store, client_tools=tools)
+    assert (t.status, t.input, t.model, t.blocks, t.steps) == ("running", "hello", "scripted:x", [], 0)
+    assert await store.client_tools(t.id) == tools
+    assert await store.client_tools("turn_missing") == []
+
+    blocks: list[Block] = [
+        ThinkingBlock(seq=0, step=1, thinking="hmm", signature="sig"),
+        ToolUseBlock(seq=1, step=1, tool_use_id="tu_1", name="pick_color", input={"a": [1, 2]},
+                     raw_input='{"a":[1,2]}'),
+        ToolResultBlock(seq=2, step=1, tool_use_id="tu_1", content="red"),
+        text(3, step=2, body="It is red."),
+    ]
+    await store.append_event(ev(t.id, 1, "turn_start", turn_id=t.id, session_id=t.session_id))
+    for i, block in enumerate(blocks):
+        await store.append_block(t.id, block, stop(t.id, 3 + 2 * i, block),
+                                 status="awaiting_client" if i == 1 else None)
+        if i == 1:
+            assert (await store.get_turn(t.id) or t).status == "awaiting_client"
+            assert await store.claim_turn(t.id, "awaiting_client", "running")
+    usage = Usage(input_tokens=10, output_tokens=5, cache_read_input_tokens=2)
+    await store.finish_turn(t.id, status="complete", stop_reason="end_turn", usage=usage, steps=2,
+                            event=ev(t.id, 12, "turn_complete", status="complete"))
+
+    got = await store.get_turn(t.id)
+    assert got is not None
+    assert got.blocks == blocks
+    assert (got.status, got.stop_reason, got.steps, got.error) == ("complete", "end_turn", 2, None)
+    assert got.usage == usage
+    assert got.text == "It is red."
+    assert [e.n for e in await store.events_after(t.id, 0)] == [1, 3, 5, 7, 9, 12]
+    assert [e.name for e in await store.events_after(t.id, 9)] == ["turn_complete"]
+    assert await store.last_event_n(t.id) == 12
+    assert await store.list_turns(t.session_id) == [got]
+    session = await store.get_session(t.session_id, with_turns=True)
+    assert session is not None and session.turns == [got]
+
+
+async def test_turns_are_listed_oldest_first_and_failures_keep_their_error(store: Store) -> None:
+    first = await new_turn(store)
+    await store.finish_turn(first.id, status="failed", stop_reason="error", usage=Usage(), steps=1,
+                            error="ProviderStatusError: 500")
+    second = await store.create_turn(first.session_id, "again", model="m")
+    turns = await store.list_turns(first.session_id)
+    assert [t.id for t in turns] == [first.id, second.id]
+    assert (turns[0].status, turns[0].error) == ("failed", "ProviderStatusError: 500")
+
+
+async def test_unknown_ids_raise_key_error_on_writes(store: Store) -> None:
+    with pytest.raises(KeyError):
+        await store.create_turn("ses_missing", "hi", model="m")
+    with pytest.raises(KeyError):
+        await store.append_block("turn_missing", text(0), stop("turn_missing", 1, text(0)))
+    with pytest.raises(KeyError):
+        await store.append_event(ev("turn_missing", 1))
+    with pytest.raises(KeyError):
+        await store.set_status("turn_missing", "complete")
+    with pytest.raises(KeyError):
+        await store.discard_step("turn_missing", 1)
+    with pytest.raises(KeyError):
+        await store.finish_turn("turn_missing", status="complete", stop_reason=None, usage=Usage(), steps=0)
+    with pytest.raises(KeyError):
+        await store.save_notebook("ses_missing", {})
+    assert await store.get_turn("turn_missing") is None
+    assert await store.claim_turn("turn_missing", "awaiting_client", "running") is False
+
+
+# one open turn per session -------------------------------------------------
+async def test_a_session_has_at_most_one_open_turn(store: Store) -> None:
+    t = await new_turn(store)
+    with pytest.raises(TurnConflictError) as info:
+        await store.create_turn(t.session_id, "second", model="m")
+    assert info.value.turn_id == t.id
+    await store.set_status(t.id, "awaiting_client")
+    with pytest.raises(TurnConflictError):
+        await store.create_turn(t.session_id, "second", model="m")
+    await store.finish_turn(t.id, status="cancelled", stop_reason="cancelled", usage=Usage(), steps=1)
+    t2 = await store.create_turn(t.session_id, "second", model="m")
+    # No status change may reopen an old turn beside the open one.
+    with pytest.raises(TurnConflictError) as info:
+        await store.set_status(t.id, "running")
+    assert info.value.turn_id == t2.id
+    with pytest.raises(TurnConflictError):
+        await store.claim_turn(t.id, "cancelled", "awaiting_client")
+    with pytest.raises(TurnConflictError):
+        await store.append_event(ev(t.id, 1), status="running")
+    assert (await store.get_turn(t.id) or t2).status == "cancelled"
+    assert await store.events_after(t.id, 0) == []
+    # Other sessions are not affected.
+    await new_turn(store)
+
+
+async def test_concurrent_create_turn_in_one_session_lets_one_win(store: Store, backend: Backend) -> None:
+    async with backend.opened() as peer:
+        rival = peer if backend.shared else store
+        for _ in range(10):
+            session = await store.create_session("usr_1")
+            results = await asyncio.gather(
+                store.create_turn(session.id, "a", model="m"), rival.create_turn(session.id, "b", model="m"),
+                return_exceptions=True)
+            winners = [r for r in results if isinstance(r, Turn)]
+            losers = [r for r in results if isinstance(r, TurnConflictError)]
+            assert len(winners) == 1 and len(losers) == 1, results
+            assert losers[0].turn_id == winners[0].id
+            assert [t.id for t in await store.list_turns(session.id)] == [winners[0].id]
+
+
+# seq and n -----------------------------------------------------------------
+async def test_block_seq_is_gapless_and_a_refused_block_leaves_nothing(store: Store) -> None:
+    t = await new_turn(store)
+    for bad_seq in (1, -1):
+        with pytest.raises(SeqConflictError):
+            await store.append_block(t.id, text(bad_seq), stop(t.id, 1, text(bad_seq)))
+    await store.append_block(t.id, text(0), stop(t.id, 1, text(0)))
+    for bad_seq in (0, 2):
+        with pytest.raises(SeqConflictError):
+            await store.append_block(t.id, text(bad_seq), stop(t.id, 5, text(bad_seq)), status="complete")
+    got = await store.get_turn(t.id)
+    assert got is not None
+    assert [b.seq for b in got.blocks] == [0] and got.status == "running"
+    assert [e.n for e in await store.events_after(t.id, 0)] == [1]
+    assert await store.last_event_n(t.id) == 1
+
+
+async def test_block_and_event_are_written_together_or_not_at_all(store: Store) -> None:
+    t = await new_turn(store)
+    await store.append_event(ev(t.id, 4))
+    # The block is fine but its event number is stale: neither may be stored.
+    for stale in (4, 2):
+        with pytest.raises(SeqConflictError):
+            await store.append_block(t.id, text(0), stop(t.id, stale, text(0)), status="awaiting_client")
+    got = await store.get_turn(t.id)
+    assert got is not None and got.blocks == [] and got.status == "running"
+    assert [e.n for e in await store.events_after(t.id, 0)] == [4]
+    # A status change rides in the same write.
+    await store.append_block(t.id, text(0), stop(t.id, 5, text(0)), status="awaiting_client")
+    got = await store.get_turn(t.id)
+    assert got is not None and got.blocks == [text(0)] and got.status == "awaiting_client"
+    assert [(e.n, e.name) for e in await store.events_after(t.id, 4)] == [(5, "block_stop")]
+
+
+async def test_event_numbers_rise_and_may_skip(store: Store) -> None:
+    t = await new_turn(store)
+    assert await store.last_event_n(t.id) == 0
+    with pytest.raises(SeqConflictError):
+        await store.append_event(ev(t.id, 0))
+    await store.append_event(ev(t.id, 1, "turn_start"))
+    await store.append_event(ev(t.id, 7, step=1, max_steps=10))
+    for bad in (7, 3):
+        with pytest.raises(SeqConflictError):
+            await store.append_event(ev(t.id, bad), status="complete")
+    events = await store.events_after(t.id, 0)
+    assert events == [ev(t.id, 1, "turn_start"), ev(t.id, 7, step=1, max_steps=10)]
+    assert await store.events_after(t.id, 1) == events[1:]
+    assert await store.events_after(t.id, 7) == []
+    assert await store.last_event_n(t.id) == 7
+    assert (await store.get_turn(t.id) or t).status == "running"
+    assert await store.events_after("turn_missing", 0) == []
+    assert await store.last_event_n("turn_missing") == 0
+
+
+async def test_finish_turn_with_a_stale_event_changes_nothing(store: Store) -> None:
+    t = await new_turn(store)
+    await store.append_event(ev(t.id, 3))
+    with pytest.raises(SeqConflictError):
+        await store.finish_turn(t.id, status="complete", stop_reason="end_turn", usage=Usage(output_tokens=1),
+                                steps=1, event=ev(t.id, 3, "turn_complete"))
+    got = await store.get_turn(t.id)
+    assert got is not None
+    assert (got.status, got.stop_reason, got.usage, got.steps) == ("running", None, Usage(), 0)
+
+
+async def test_discarding_a_step_removes_its_blocks_and_frees_their_seqs(store: Store) -> None:
+    t = await new_turn(store)
+    plan = [text(0, 1), text(1, 1), text(2, 2, "partial"), text(3, 2, "partial")]
+    for i, block in enumerate(plan):
+        await store.append_block(t.id, block, stop(t.id, i + 1, block))
+    await store.append_event(ev(t.id, 6, "step_restart", step=2, reason="stream broke"))
+    await store.discard_step(t.id, 2)
+    got = await store.get_turn(t.id)
+    assert got is not None and got.blocks == plan[:2]
+    # Events stay: the stored step_restart tells a replaying client to drop the step's blocks.
+    assert [e.n for e in await store.events_after(t.id, 0)] == [1, 2, 3, 4, 6]
+    assert await store.last_event_n(t.id) == 6
+    with pytest.raises(SeqConflictError):
+        await store.append_block(t.id, text(4, 2), stop(t.id, 7, text(4, 2)))
+    await store.append_block(t.id, text(2, 2, "again"), stop(t.id, 7, text(2, 2, "again")))
+    got = await store.get_turn(t.id)
+    assert got is not None and [b.seq for b in got.blocks] == [0, 1, 2] and got.text == "again"
+    await store.discard_step(t.id, 9)  # a step without blocks: nothing to do
+
+
+# claim ---------------------------------------------------------------------
+async def test_claim_turn_is_a_compare_and_set(store: Store) -> None:
+    t = await new_turn(store)
+    assert await store.claim_turn(t.id, "awaiting_client", "running") is False
+    await store.set_status(t.id, "awaiting_client")
+    assert await store.claim_turn(t.id, "awaiting_client", "running") is True
+    assert await store.claim_turn(t.id, "awaiting_client", "running") is False
+    assert (await store.get_turn(t.id) or t).status == "running"
+
+
+async def test_concurrent_claims_let_exactly_one_win(store: Store, backend: Backend) -> None:
+    t = await new_turn(store)
+    async with backend.opened() as p1, backend.opened() as p2, backend.opened() as p3:
+        claimers = [store, p1, p2, p3] if backend.shared else [store] * 4
+        for _ in range(5):
+            await store.set_status(t.id, "awaiting_client")
+            wins = await asyncio.gather(*(s.claim_turn(t.id, "awaiting_client", "running") for s in claimers))
+            assert sorted(wins) == [False, False, False, True]
+
+
+# concurrent writers and a tailing reader -----------------------------------
+async def test_a_tailing_reader_sees_every_event_once_in_order(store: Store, backend: Backend) -> None:
+    per_turn = 30
+    turns = [await new_turn(store), await new_turn(store)]
+    async with backend.opened() as w1, backend.opened() as w2, backend.opened() as reader:
+        writers = [w1, w2] if backend.shared else [store, store]
+        watcher = reader if backend.shared else store
+        written: dict[str, list[int]] = {t.id: [] for t in turns}
+        seen: dict[str, list[int]] = {t.id: [] for t in turns}
+        done = asyncio.Event()
+
+        async def write(writer: Store, turn_id: str) -> None:
+            n = 0
+            for seq in range(per_turn):
+                n += 2  # a delta took the number before
+                if seq % 3 == 0:
+                    await writer.append_event(ev(turn_id, n, step=seq))
+                    written[turn_id].append(n)
+                    n += 1
+                await writer.append_block(turn_id, text(seq), stop(turn_id, n, text(seq)))
+                written[turn_id].append(n)
+
+        async def tail() -> None:
+            while True:
+                finished = done.is_set()  # read before polling: a final poll follows the last write
+                fresh = 0
+                for t in turns:
+                    after = seen[t.id][-1] if seen[t.id] else 0
+                    rows = await watcher.events_after(t.id, after)
+                    seen[t.id].extend(e.n for e in rows)
+                    fresh += len(rows)
+                if finished and not fresh:
+                    return
+                await anyio.lowlevel.checkpoint()  # let the writers run (the memory store never yields)
+
+        async def write_all() -> None:
+            await asyncio.gather(*(write(w, t.id) for w, t in zip(writers, turns, strict=True)))
+            done.set()
+
+        await asyncio.gather(write_all(), tail())
+    for t in turns:
+        assert seen[t.id] == written[t.id]
+        assert len(written[t.id]) == per_turn + per_turn // 3
+        got = await store.get_turn(t.id)
+        assert got is not None and [b.seq for b in got.blocks] == list(range(per_turn))
+
+
+async def test_two_writers_racing_for_one_seq_leave_no_gap(store: Store, backend: Backend) -> None:
+    t = await new_turn(store)
+    async with backend.opened() as peer:
+        rival = peer if backend.shared else store
+        for seq in range(10):
+            results = await asyncio.gather(
+                store.append_block(t.id, text(seq, body="a"), stop(t.id, 2 * seq + 1, text(seq, body="a"))),
+                rival.append_block(t.id, text(seq, body="b"), stop(t.id, 2 * seq + 2, text(seq, body="b"))),
+                return_exceptions=True)
+            assert sum(isinstance(r, SeqConflictError) for r in results) == 1, results
+    got = await store.get_turn(t.id)
+    assert got is not None and [b.seq for b in got.blocks] == list(range(10))
+    events = await store.events_after(t.id, 0)
+    assert [e.data["index"] for e in events] == list(range(10))
+    assert [e.n for e in events] == sorted(e.n for e in events)
+
+
+# recovery ------------------------------------------------------------------
+async def test_recover_interrupts_running_turns_and_keeps_awaiting_ones(store: Store) -> None:
+    running = await new_turn(store)
+    waiting = await new_turn(store)
+    await store.set_status(waiting.id, "awaiting_client")
+    done = await new_turn(store)
+    await store.finish_turn(done.id, status="complete", stop_reason="end_turn", usage=Usage(), steps=1)
+    assert await store.recover() == [running.id]
+    assert [(await store.get_turn(t.id) or t).status for t in (running, waiting, done)] == [
+        "interrupted", "awaiting_client", "complete"]
+    assert await store.recover() == []
+    # The next message in that session works.
+    await store.create_turn(running.session_id, "are you there?", model="m")
+
+
+async def test_recover_across_processes_spares_live_runners(store: Store, backend: Backend) -> None:
+    skip_unless_shared(backend)
+    mine = await new_turn(store)
+    async with backend.opened(runner_id="run_peer") as peer:
+        assert peer.runner_id == "run_peer"
+        theirs = await new_turn(peer)
+        handed_over = await new_turn(peer)
+        await peer.set_status(handed_over.id, "awaiting_client")
+        assert await store.claim_turn(handed_over.id, "awaiting_client", "running")  # now ours
+        await peer.heartbeat()
+        # The peer is alive: nothing of its is stale; our own turns are never stale to us.
+        assert await store.recover(stale_after=3600) == []
+        assert await peer.recover(stale_after=3600) == []
+    # The peer closed: its running turn is orphaned, ours are not.
+    assert sorted(await store.recover(stale_after=3600)) == [theirs.id]
+    assert (await store.get_turn(mine.id) or mine).status == "running"
+    assert (await store.get_turn(handed_over.id) or mine).status == "running"
+
+
+async def test_recover_treats_a_silent_runner_as_dead(store: Store, backend: Backend) -> None:
+    skip_unless_shared(backend)
+    async with backend.opened() as peer:
+        theirs = await new_turn(peer)
+        mine = await new_turn(store)
+        assert await store.recover(stale_after=3600) == []
+        # No heartbeat within the last 0 s: the peer counts as gone, this store never does.
+        assert await store.recover(stale_after=0) == [theirs.id]
+        assert (await store.get_turn(mine.id) or mine).status == "running"
+
+
+async def test_an_awaiting_turn_survives_a_restart(store: Store, backend: Backend) -> None:
+    skip_unless_shared(backend)
+    tools = [{"name": "pick_color"}]
+    t = await new_turn(store, client_tools=tools)
+    call = ToolUseBlock(seq=0, step=1, tool_use_id="tu_1", name="pick_color", input={})
+    await store.append_block(t.id, call, stop(t.id, 2, call))
+    await store.append_event(ev(t.id, 3, "tool_request", tool_use_id="tu_1"), status="awaiting_client")
+    before = await store.get_turn(t.id)
+    await store.aclose()
+    async with backend.opened() as restarted:
+        assert await restarted.recover() == []
+        assert await restarted.get_turn(t.id) == before
+        assert await restarted.client_tools(t.id) == tools
+        assert await restarted.last_event_n(t.id) == 3
+        assert await restarted.claim_turn(t.id, "awaiting_client", "running")
+        result = ToolResultBlock(seq=1, step=1, tool_use_id="tu_1", content="red")
+        await restarted.append_block(t.id, result, stop(t.id, 4, result))
+    await store.open()  # the fixture closes it again
+
+
+# schema --------------------------------------------------------------------
+async def test_migrations_are_recorded_once_and_reopening_is_harmless(store: Store, backend: Backend) -> None:
+    if backend.sql is None:
+        pytest.skip("the memory store has no schema")
+    t = await new_turn(store)
+    await store.open()  # idempotent on an open store
+    for _ in range(2):
+        async with backend.opened():
+            pass
+    rows = await backend.sql("SELECT version, name FROM schema_migrations ORDER BY version")
+    assert rows == [(1, "initial")]
+    assert await store.get_turn(t.id) is not None
+
+
+async def test_block_rows_carry_type_and_searchable_text(store: Store, backend: Backend) -> None:
+    if backend.sql is None:
+        pytest.skip("the memory store has no tables")
+    t = await new_turn(store)
+    blocks: list[Block] = [text(0, body="nul\x00here"),
+                           ToolUseBlock(seq=1, step=1, tool_use_id="a", name="f"),
+                           ToolResultBlock(seq=2, step=1, tool_use_id="a", content="42")]
+    for i, b in enumerate(blocks):
+        await store.append_block(t.id, b, stop(t.id, i + 1, b))
+    rows = await backend.sql("SELECT seq, step, block_type, text_content FROM blocks"
+                             f" WHERE turn_id = '{t.id}' ORDER BY seq")
+    assert rows == [(0, 1, "text", "nulhere"), (1, 1, "tool_use", None), (2, 1, "tool_result", "42")]
+    got = await store.get_turn(t.id)
+    assert got is not None and got.blocks == blocks  # the JSON keeps the NUL
+
+
+# notebooks -----------------------------------------------------------------
+async def test_notebooks_are_saved_with_rising_versions(store: Store) -> None:
+    session = await store.create_session("usr_1")
+    assert await store.load_notebook(session.id) is None
+    doc: dict[str, Any] = {"cells": [{"id": "c1", "code": "x = 1", "language": "python", "outputs": []}]}
+    assert await store.save_notebook(session.id, doc) == 1
+    doc["cells"].append({"id": "c2", "code": "SELECT {{x}} AS é", "language": "sql", "outputs": [{"n": 1.5}]})
+    assert await store.save_notebook(session.id, doc) == 2
+    assert await store.load_notebook(session.id) == doc
+    other = await store.create_session("usr_1")
+    assert await store.save_notebook(other.id, {}) == 1
+    assert await store.load_notebook(other.id) == {}
+
+
+# round trips ---------------------------------------------------------------
+_texts = st.text(max_size=40)
+_ids = st.text(min_size=1, max_size=12)
+_origin = st.none() | _texts
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | _texts
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_texts, inner, max_size=3),
+    max_leaves=8,
+)
+_objects = st.dictionaries(_texts, _json, max_size=3)
+_blocks = st.one_of(
+    st.builds(TextBlock, text=_texts, citations=st.none() | st.lists(_objects, max_size=2)),
+    st.builds(ThinkingBlock, thinking=_texts, signature=_texts, origin=_origin),
+    st.builds(RedactedThinkingBlock, data=_texts, origin=_origin),
+    st.builds(ToolUseBlock, tool_use_id=_ids, name=_ids, input=_objects, raw_input=st.none() | _texts,
+              input_error=st.none() | _texts),
+    st.builds(ToolResultBlock, tool_use_id=_ids, content=_texts, is_error=st.booleans()),
+    st.builds(ProviderBlock, provider=_ids, data=_objects, origin=_origin),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(drawn=st.lists(st.tuples(_blocks, st.integers(1, 10)), min_size=1, max_size=5))
+async def test_every_block_round_trips(store: Store, drawn: list[tuple[Block, int]]) -> None:
+    t = await new_turn(store)
+    blocks = [b.model_copy(update={"seq": i, "step": step}) for i, (b, step) in enumerate(drawn)]
+    for i, b in enumerate(blocks):
+        await store.append_block(t.id, b, stop(t.id, i + 1, b))
+    got = await store.get_turn(t.id)
+    assert got is not None and got.blocks == blocks
+    assert (await store.list_turns(t.session_id))[0].blocks == blocks
+    assert [e.data["block"] for e in await store.events_after(t.id, 0)] == [
+        BLOCK_ADAPTER.dump_python(b, mode="json") for b in blocks]

@@ -1,0 +1,453 @@
+"""SQLite store: one file, WAL, stdlib ``sqlite3`` driven from a worker thread.
+
+One connection serves the whole store. Every call runs a small synchronous function on it
+in a worker thread (``anyio.to_thread``), one call at a time (a capacity limiter of 1), so
+the event loop never blocks on disk and the connection is never used by two threads at
+once. A call is never abandoned half-way: cancelling the awaiting task waits for the
+thread, so a transaction always commits or rolls back as a whole.
+
+Writes run in ``BEGIN IMMEDIATE`` transactions, which take SQLite's write lock up front;
+with ``busy_timeout`` that serialises writers across processes sharing the file as well.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn, TypeVar
+
+import anyio
+import anyio.to_thread
+import orjson
+
+from ..blocks import Block, Session, Turn, TurnStatus, TurnStopReason, Usage
+from ._sql import (
+    SCHEMA_MIGRATIONS,
+    SESSION_COLS,
+    TURN_COLS,
+    block_row,
+    dumps,
+    event_from_row,
+    migrations,
+    parse_block,
+    session_from_row,
+    turn_from_row,
+)
+from .keys import hash_key, new_key
+from .protocol import SeqConflictError, StoredEvent, TurnConflictError, User
+
+T = TypeVar("T")
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:20]}"
+
+
+@contextmanager
+def _write(conn: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction holding SQLite's write lock from its first statement."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+@contextmanager
+def _read(conn: sqlite3.Connection) -> Iterator[None]:
+    """A read transaction: its statements see one snapshot (WAL)."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a migration into statements with SQLite's own tokenizer (semicolons in comments
+    and strings are safe). ``executescript`` is not used because it commits first."""
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            yield buf
+            buf = ""
+
+
+def _open_conflict(conn: sqlite3.Connection, exc: sqlite3.IntegrityError, session_id: str) -> NoReturn:
+    """Turn a violation of the one-open-turn index into TurnConflictError; re-raise others."""
+    if "turns.session_id" not in str(exc):
+        raise exc
+    row = conn.execute("SELECT id FROM turns WHERE session_id = ?"
+                       " AND status IN ('running', 'awaiting_client')", (session_id,)).fetchone()
+    raise TurnConflictError(row[0] if row else "?") from None
+
+
+def _refused(conn: sqlite3.Connection, turn_id: str, seq: int | None, n: int | None) -> None:
+    """Explain why a guarded write to a turn touched no row."""
+    row = conn.execute("SELECT next_seq, last_n FROM turns WHERE id = ?", (turn_id,)).fetchone()
+    if row is None:
+        raise KeyError(turn_id)
+    if seq is not None and seq != row[0]:
+        raise SeqConflictError(f"block seq {seq} is not the next seq {row[0]} of {turn_id}")
+    raise SeqConflictError(f"event {n} is not above the last event {row[1]} of {turn_id}")
+
+
+class SQLiteStore:
+    """The Store protocol on one SQLite file (``:memory:`` gives a private database)."""
+
+    def __init__(self, path: str | os.PathLike[str] = "./turnstream.db", *,
+                 runner_id: str | None = None) -> None:
+        self.path = os.fspath(path)
+        self.runner_id = runner_id or _new_id("run")
+        self._conn: sqlite3.Connection | None = None
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    # plumbing --------------------------------------------------------------
+    async def open(self) -> None:
+        if self._conn is not None:
+            return
+        self._limiter = anyio.CapacityLimiter(1)
+        self._conn = await anyio.to_thread.run_sync(self._connect, limiter=self._limiter)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA busy_timeout = 5000")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._migrate(conn)
+            with _write(conn):
+                self._beat(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        with _write(conn):
+            conn.execute(SCHEMA_MIGRATIONS)
+            done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+            known = migrations("sqlite")
+            if done - {m.version for m in known}:
+                raise RuntimeError(f"the database has migrations {sorted(done)} unknown to this turnstream;"
+                                   " a newer version wrote it")
+            for mig in known:
+                if mig.version in done:
+                    continue
+                for stmt in _statements(mig.sql):
+                    conn.execute(stmt)
+                conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                             (mig.version, mig.name, time.time()))
+
+    async def aclose(self) -> None:
+        if self._conn is None:
+            return
+        conn, self._conn = self._conn, None
+
+        def close() -> None:
+            try:
+                with _write(conn):
+                    conn.execute("DELETE FROM runners WHERE id = ?", (self.runner_id,))
+            finally:
+                conn.close()
+
+        await anyio.to_thread.run_sync(close, limiter=self._limiter)
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._conn
+        if conn is None:
+            raise RuntimeError("the store is not open: await store.open() first")
+        return await anyio.to_thread.run_sync(fn, conn, limiter=self._limiter)
+
+    # users -----------------------------------------------------------------
+    async def create_user(self, name: str) -> tuple[User, str]:
+        user, key = User(id=_new_id("usr"), name=name), new_key()
+
+        def op(c: sqlite3.Connection) -> None:
+            with _write(c):
+                c.execute("INSERT INTO users (id, name, key_hash, created_at) VALUES (?, ?, ?, ?)",
+                          (user.id, name, hash_key(key), time.time()))
+
+        await self._run(op)
+        return user, key
+
+    async def user_by_key(self, api_key: str) -> User | None:
+        digest = hash_key(api_key)
+        row = await self._run(lambda c: c.execute("SELECT id, name FROM users WHERE key_hash = ?",
+                                                  (digest,)).fetchone())
+        return User(id=row[0], name=row[1]) if row else None
+
+    # sessions --------------------------------------------------------------
+    async def create_session(
+        self, user_id: str, *, title: str = "", model: str = "", toolset: str | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        s = Session(id=session_id or _new_id("ses"), user_id=user_id, title=title, model=model,
+                    toolset=toolset, created_at=time.time())
+
+        def op(c: sqlite3.Connection) -> None:
+            try:
+                with _write(c):
+                    c.execute(f"INSERT INTO sessions ({SESSION_COLS}) VALUES (?, ?, ?, ?, ?, ?)",
+                              (s.id, s.user_id, s.title, s.model, s.toolset, s.created_at))
+            except sqlite3.IntegrityError:
+                raise ValueError(f"session {s.id} already exists") from None
+
+        await self._run(op)
+        return s
+
+    async def get_session(self, session_id: str, *, with_turns: bool = False) -> Session | None:
+        def op(c: sqlite3.Connection) -> Session | None:
+            with _read(c):
+                row = c.execute(f"SELECT {SESSION_COLS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+                if row is None:
+                    return None
+                s = session_from_row(row)
+                if with_turns:
+                    s.turns = self._turns(c, session_id)
+                return s
+
+        return await self._run(op)
+
+    async def list_sessions(self, user_id: str) -> list[Session]:
+        rows = await self._run(lambda c: c.execute(
+            f"SELECT {SESSION_COLS} FROM sessions WHERE user_id = ? ORDER BY rowid", (user_id,)).fetchall())
+        return [session_from_row(r) for r in rows]
+
+    async def delete_session(self, session_id: str) -> bool:
+        def op(c: sqlite3.Connection) -> bool:
+            with _write(c):
+                return c.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 1
+
+        return await self._run(op)
+
+    # turns -----------------------------------------------------------------
+    async def create_turn(
+        self, session_id: str, input: str, *, model: str, client_tools: list[dict[str, Any]] | None = None,
+    ) -> Turn:
+        t = Turn(id=_new_id("turn"), session_id=session_id, input=input, model=model, created_at=time.time())
+        tools = dumps(client_tools or [])
+
+        def op(c: sqlite3.Connection) -> None:
+            with _write(c):
+                if c.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+                    raise KeyError(session_id)
+                try:
+                    c.execute("INSERT INTO turns (id, session_id, input, status, usage, model, client_tools,"
+                              " created_at, runner_id) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+                              (t.id, session_id, input, t.usage.model_dump_json(), model, tools,
+                               t.created_at, self.runner_id))
+                except sqlite3.IntegrityError as exc:
+                    _open_conflict(c, exc, session_id)
+
+        await self._run(op)
+        return t
+
+    @staticmethod
+    def _blocks(c: sqlite3.Connection, turn_id: str) -> list[Block]:
+        return [parse_block(r[0]) for r in
+                c.execute("SELECT content FROM blocks WHERE turn_id = ? ORDER BY seq", (turn_id,))]
+
+    def _turns(self, c: sqlite3.Connection, session_id: str) -> list[Turn]:
+        rows = c.execute(f"SELECT {TURN_COLS} FROM turns WHERE session_id = ? ORDER BY rowid",
+                         (session_id,)).fetchall()
+        by_turn: dict[str, list[Block]] = {r[0]: [] for r in rows}
+        for tid, content in c.execute(
+                "SELECT b.turn_id, b.content FROM blocks b JOIN turns t ON t.id = b.turn_id"
+                " WHERE t.session_id = ? ORDER BY b.turn_id, b.seq", (session_id,)):
+            by_turn[tid].append(parse_block(content))
+        return [turn_from_row(r, by_turn[r[0]]) for r in rows]
+
+    async def get_turn(self, turn_id: str) -> Turn | None:
+        def op(c: sqlite3.Connection) -> Turn | None:
+            with _read(c):
+                row = c.execute(f"SELECT {TURN_COLS} FROM turns WHERE id = ?", (turn_id,)).fetchone()
+                return turn_from_row(row, self._blocks(c, turn_id)) if row else None
+
+        return await self._run(op)
+
+    async def list_turns(self, session_id: str) -> list[Turn]:
+        def op(c: sqlite3.Connection) -> list[Turn]:
+            with _read(c):
+                return self._turns(c, session_id)
+
+        return await self._run(op)
+
+    async def client_tools(self, turn_id: str) -> list[dict[str, Any]]:
+        row = await self._run(lambda c: c.execute("SELECT client_tools FROM turns WHERE id = ?",
+                                                  (turn_id,)).fetchone())
+        return list(orjson.loads(row[0])) if row else []
+
+    # The guarded update at the heart of every write to a turn: it advances the turn's
+    # counters only if the block's seq is the next one and the event's n is above the last,
+    # and applies an optional status change. No row updated means the write is refused.
+    _ADVANCE = (
+        "UPDATE turns SET next_seq = coalesce(?1, next_seq - 1) + 1, last_n = ?2,"
+        " status = coalesce(?3, status),"
+        " runner_id = CASE WHEN ?3 = 'running' THEN ?4 ELSE runner_id END"
+        " WHERE id = ?5 AND (?1 IS NULL OR next_seq = ?1) AND last_n < ?2"
+    )
+
+    def _advance(self, c: sqlite3.Connection, turn_id: str, seq: int | None, n: int,
+                 status: TurnStatus | None) -> None:
+        try:
+            updated = c.execute(self._ADVANCE, (seq, n, status, self.runner_id, turn_id)).rowcount
+        except sqlite3.IntegrityError as exc:
+            sid = c.execute("SELECT session_id FROM turns WHERE id = ?", (turn_id,)).fetchone()[0]
+            _open_conflict(c, exc, sid)
+        if updated != 1:
+            _refused(c, turn_id, seq, n)
+
+    @staticmethod
+    def _insert_event(c: sqlite3.Connection, event: StoredEvent) -> None:
+        c.execute("INSERT INTO turn_events (turn_id, n, name, data) VALUES (?, ?, ?, ?)",
+                  (event.turn_id, event.n, event.name, dumps(event.data)))
+
+    async def append_block(self, turn_id: str, block: Block, event: StoredEvent,
+                           status: TurnStatus | None = None) -> None:
+        row = block_row(turn_id, block)
+        if event.turn_id != turn_id:
+            raise ValueError(f"event of turn {event.turn_id} given with a block of turn {turn_id}")
+
+        def op(c: sqlite3.Connection) -> None:
+            with _write(c):
+                self._advance(c, turn_id, block.seq, event.n, status)
+                c.execute("INSERT INTO blocks (turn_id, seq, step, block_type, text_content, content)"
+                          " VALUES (?, ?, ?, ?, ?, ?)", row)
+                self._insert_event(c, event)
+
+        await self._run(op)
+
+    async def discard_step(self, turn_id: str, step: int) -> None:
+        def op(c: sqlite3.Connection) -> None:
+            with _write(c):
+                if c.execute("SELECT 1 FROM turns WHERE id = ?", (turn_id,)).fetchone() is None:
+                    raise KeyError(turn_id)
+                c.execute("DELETE FROM blocks WHERE turn_id = ? AND step = ?", (turn_id, step))
+                c.execute("UPDATE turns SET next_seq = (SELECT coalesce(max(seq) + 1, 0) FROM blocks"
+                          " WHERE turn_id = ?1) WHERE id = ?1", (turn_id,))
+
+        await self._run(op)
+
+    async def append_event(self, event: StoredEvent, status: TurnStatus | None = None) -> None:
+        def op(c: sqlite3.Connection) -> None:
+            with _write(c):
+                self._advance(c, event.turn_id, None, event.n, status)
+                self._insert_event(c, event)
+
+        await self._run(op)
+
+    async def events_after(self, turn_id: str, n: int) -> list[StoredEvent]:
+        rows = await self._run(lambda c: c.execute(
+            "SELECT n, name, data FROM turn_events WHERE turn_id = ? AND n > ? ORDER BY n",
+            (turn_id, n)).fetchall())
+        return [event_from_row(turn_id, r) for r in rows]
+
+    async def last_event_n(self, turn_id: str) -> int:
+        row = await self._run(lambda c: c.execute("SELECT last_n FROM turns WHERE id = ?",
+                                                  (turn_id,)).fetchone())
+        return int(row[0]) if row else 0
+
+    _SET_STATUS = ("UPDATE turns SET status = ?1,"
+                   " runner_id = CASE WHEN ?1 = 'running' THEN ?2 ELSE runner_id END WHERE id = ?3")
+
+    async def set_status(self, turn_id: str, status: TurnStatus) -> None:
+        def op(c: sqlite3.Connection) -> None:
+            with _write(c):
+                if self._status(c, turn_id, status, None) != 1:
+                    raise KeyError(turn_id)
+
+        await self._run(op)
+
+    def _status(self, c: sqlite3.Connection, turn_id: str, status: TurnStatus,
+                expected: TurnStatus | None) -> int:
+        sql = self._SET_STATUS + ("" if expected is None else " AND status = ?4")
+        args: tuple[Any, ...] = (status, self.runner_id, turn_id) + (() if expected is None else (expected,))
+        try:
+            return c.execute(sql, args).rowcount
+        except sqlite3.IntegrityError as exc:
+            sid = c.execute("SELECT session_id FROM turns WHERE id = ?", (turn_id,)).fetchone()[0]
+            _open_conflict(c, exc, sid)
+
+    async def claim_turn(self, turn_id: str, expected: TurnStatus, new: TurnStatus) -> bool:
+        def op(c: sqlite3.Connection) -> bool:
+            with _write(c):
+                return self._status(c, turn_id, new, expected) == 1
+
+        return await self._run(op)
+
+    async def finish_turn(
+        self, turn_id: str, *, status: TurnStatus, stop_reason: TurnStopReason | None, usage: Usage,
+        steps: int, error: str | None = None, event: StoredEvent | None = None,
+    ) -> None:
+        usage_json = usage.model_dump_json()
+
+        def op(c: sqlite3.Connection) -> None:
+            with _write(c):
+                if event is not None:
+                    self._advance(c, turn_id, None, event.n, status)
+                    self._insert_event(c, event)
+                elif self._status(c, turn_id, status, None) != 1:
+                    raise KeyError(turn_id)
+                c.execute("UPDATE turns SET stop_reason = ?, usage = ?, steps = ?, error = ? WHERE id = ?",
+                          (stop_reason, usage_json, steps, error, turn_id))
+
+        await self._run(op)
+
+    # recovery --------------------------------------------------------------
+    def _beat(self, c: sqlite3.Connection) -> None:
+        c.execute("INSERT INTO runners (id, heartbeat_at) VALUES (?1, ?2)"
+                  " ON CONFLICT (id) DO UPDATE SET heartbeat_at = ?2", (self.runner_id, time.time()))
+
+    async def heartbeat(self) -> None:
+        def op(c: sqlite3.Connection) -> None:
+            with _write(c):
+                self._beat(c)
+
+        await self._run(op)
+
+    async def recover(self, *, stale_after: float | None = None) -> list[str]:
+        def op(c: sqlite3.Connection) -> list[str]:
+            with _write(c):
+                if stale_after is None:
+                    rows = c.execute("UPDATE turns SET status = 'interrupted' WHERE status = 'running'"
+                                     " RETURNING id").fetchall()
+                else:
+                    rows = c.execute(
+                        "UPDATE turns SET status = 'interrupted' WHERE status = 'running'"
+                        " AND runner_id IS NOT ?1 AND NOT EXISTS (SELECT 1 FROM runners r"
+                        " WHERE r.id = turns.runner_id AND r.heartbeat_at > ?2) RETURNING id",
+                        (self.runner_id, time.time() - stale_after)).fetchall()
+                return [r[0] for r in rows]
+
+        return await self._run(op)
+
+    # notebooks -------------------------------------------------------------
+    async def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:
+        text = dumps(doc)
+
+        def op(c: sqlite3.Connection) -> int:
+            with _write(c):
+                if c.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+                    raise KeyError(session_id)
+                row = c.execute(
+                    "INSERT INTO notebooks (session_id, doc, version, updated_at) VALUES (?1, ?2, 1, ?3)"
+                    " ON CONFLICT (session_id) DO UPDATE SET doc = ?2, version = notebooks.version + 1,"
+                    " updated_at = ?3 RETURNING version", (session_id, text, time.time())).fetchone()
+                return int(row[0])
+
+        return await self._run(op)
+
+    async def load_notebook(self, session_id: str) -> dict[str, Any] | None:
+        row = await self._run(lambda c: c.execute("SELECT doc FROM notebooks WHERE session_id = ?",
+                                                  (session_id,)).fetchone())
+        return dict(orjson.loads(row[0])) if row else None
