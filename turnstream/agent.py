@@ -12,6 +12,7 @@ the conversation continues across calls and processes.
 from __future__ import annotations
 
 import asyncio
+from contextlib import aclosing
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -61,7 +62,7 @@ class Agent:
         self.approve = approve
         self.deps = deps or {}
         self._opened = False
-        self._runners: dict[str, TurnRunner] = {}
+        self._live: set[TurnRunner] = set()
 
     def _config(self, live: bool) -> RunConfig:
         return RunConfig(provider=self.provider, tools=self.tools, system=self.system, limits=self.limits,
@@ -86,11 +87,14 @@ class Agent:
 
     async def stream(self, message: str, *, session_id: str | None = None,
                      client_tools: list[dict[str, Any]] | None = None) -> AsyncIterator[StreamEvent]:
-        """Run one turn, yielding its events (SPEC §8) as they happen. Leaving the loop early
-        cancels the turn."""
+        """Run one turn, yielding its events (SPEC §8) as they happen.
+
+        Closing the generator early cancels the turn: wrap it in ``contextlib.aclosing`` (or
+        call ``cancel(turn_id)``) for that to happen at once rather than when it is collected."""
         sid = await self._session(session_id)
-        async for ev in self._pump(lambda r: r.run(sid, message, client_tools=client_tools)):
-            yield ev
+        async with aclosing(self._pump(lambda r: r.run(sid, message, client_tools=client_tools))) as events:
+            async for ev in events:
+                yield ev
 
     async def submit(self, turn_id: str, tool_use_id: str, *, content: str | None = None, is_error: bool = False,
                      approved: bool | None = None) -> bool:
@@ -103,8 +107,9 @@ class Agent:
         return await runner.resume(turn_id)
 
     async def resume_stream(self, turn_id: str) -> AsyncIterator[StreamEvent]:
-        async for ev in self._pump(lambda r: r.resume(turn_id)):
-            yield ev
+        async with aclosing(self._pump(lambda r: r.resume(turn_id))) as events:
+            async for ev in events:
+                yield ev
 
     async def _pump(self, start: Callable[[TurnRunner], Any]) -> AsyncIterator[StreamEvent]:
         queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue()
@@ -117,6 +122,7 @@ class Agent:
                 queue.put_nowait(None)
 
         task = asyncio.create_task(drive())
+        self._live.add(runner)
         finished = False
         try:
             while True:
@@ -130,9 +136,18 @@ class Agent:
                     break
             await task
         finally:
+            self._live.discard(runner)
             if not finished:
                 runner.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+
+    def cancel(self, turn_id: str) -> bool:
+        """Cancel a turn this agent is streaming; False if it is not running here."""
+        for runner in self._live:
+            if runner.turn_id == turn_id:
+                runner.cancel()
+                return True
+        return False
 
     async def aclose(self) -> None:
         await self.provider.aclose()

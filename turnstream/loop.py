@@ -265,6 +265,10 @@ class TurnRunner:
                             await self._emit(out)
                 if not asm.ended:
                     raise StreamBrokenError("the stream ended without its final event", retryable=True)
+                for stop in asm.close_all_open():  # e.g. a tool call cut off by max_tokens
+                    assert stop.block is not None
+                    self._blocks.append(stop.block)
+                    await self._emit(stop)
             except ProviderError as exc:
                 if not (started and exc.retryable and restarts < limits.stream_restarts):
                     raise

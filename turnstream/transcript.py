@@ -32,6 +32,7 @@ from .providers.base import Message
 
 log = logging.getLogger("turnstream.transcript")
 
+RESUMED = "(conversation resumed)"
 INTERRUPTED_RESULT = ("The tool call was interrupted before it produced a result "
                       "(the turn was cancelled or the server stopped). It may not have run.")
 
@@ -80,10 +81,6 @@ def repair(messages: Iterable[Message], origin: str) -> tuple[list[Message], lis
             continue
         msgs.append(Message(m.role, kept))
 
-    if msgs and msgs[0].role == "assistant":
-        msgs.insert(0, Message("user", ["(conversation resumed)"]))
-        repairs.append("added a user message before a leading assistant message")
-
     seen_calls: set[str] = set()
     out: list[Message] = []
     i = 0
@@ -127,6 +124,16 @@ def repair(messages: Iterable[Message], origin: str) -> tuple[list[Message], lis
                 out.append(Message("user", kept_user))
         i += 1
 
+    merged: list[Message] = []
+    for m in out:
+        if merged and merged[-1].role == m.role:
+            merged[-1] = Message(m.role, [*merged[-1].blocks, *m.blocks])
+        else:
+            merged.append(m)
+    out = merged
+    if out and out[0].role == "assistant":
+        out.insert(0, Message("user", [RESUMED]))
+        repairs.append("added a user message before a leading assistant message")
     for r in repairs:
         log.warning("transcript repair: %s", r)
     return out, repairs
@@ -156,7 +163,8 @@ def _pair_results(calls: list[ToolUseBlock], user_blocks: list[Block | str], rep
                                 step=c.step)
         results.append(r)
     if results and any(isinstance(b, ToolResultBlock) for b in user_blocks):
-        order = [b.tool_use_id for b in user_blocks if isinstance(b, ToolResultBlock) and b.tool_use_id in ids]
+        order = list(dict.fromkeys(b.tool_use_id for b in user_blocks
+                                   if isinstance(b, ToolResultBlock) and b.tool_use_id in ids))
         if order != [c.tool_use_id for c in calls if c.tool_use_id in order] or (
                 rest and user_blocks and not isinstance(user_blocks[0], ToolResultBlock)):
             repairs.append("put tool results first, in call order")

@@ -106,7 +106,7 @@ def make_tool(
 ) -> Tool:
     sig = inspect.signature(fn)
     doc_desc, param_docs = _parse_docstring(fn.__doc__)
-    hints = inspect.get_annotations(fn, eval_str=True)
+    hints = inspect.get_annotations(fn, eval_str=True, locals={"ToolContext": ToolContext})
     fields: dict[str, Any] = {}
     context_param: str | None = None
     for pname, p in sig.parameters.items():
