@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import aclosing
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 from .blocks import Turn
@@ -86,7 +86,7 @@ class Agent:
         return await runner.run(sid, message, client_tools=client_tools)
 
     async def stream(self, message: str, *, session_id: str | None = None,
-                     client_tools: list[dict[str, Any]] | None = None) -> AsyncIterator[StreamEvent]:
+                     client_tools: list[dict[str, Any]] | None = None) -> AsyncGenerator[StreamEvent, None]:
         """Run one turn, yielding its events (SPEC §8) as they happen.
 
         Closing the generator early cancels the turn: wrap it in ``contextlib.aclosing`` (or
@@ -106,12 +106,12 @@ class Agent:
         runner = TurnRunner(self._config(live=False), self.store)
         return await runner.resume(turn_id)
 
-    async def resume_stream(self, turn_id: str) -> AsyncIterator[StreamEvent]:
+    async def resume_stream(self, turn_id: str) -> AsyncGenerator[StreamEvent, None]:
         async with aclosing(self._pump(lambda r: r.resume(turn_id))) as events:
             async for ev in events:
                 yield ev
 
-    async def _pump(self, start: Callable[[TurnRunner], Any]) -> AsyncIterator[StreamEvent]:
+    async def _pump(self, start: Callable[[TurnRunner], Any]) -> AsyncGenerator[StreamEvent, None]:
         queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue()
         runner = TurnRunner(self._config(live=True), self.store, on_event=queue.put_nowait)
 

@@ -164,8 +164,8 @@ class Assembler:
             return ThinkingBlock(seq=seq, step=step, thinking="".join(st.parts), signature=st.signature,
                                  origin=self.origin)
         if kind == "redacted_thinking":
-            data = str((st.data or {}).get("data", ""))
-            return RedactedThinkingBlock(seq=seq, step=step, data=data, origin=self.origin)
+            return RedactedThinkingBlock(seq=seq, step=step, data=str((st.data or {}).get("data", "")),
+                                         origin=self.origin)
         if kind == "tool_use":
             return self._finish_tool(st, complete=complete)
         data = dict(st.data or {})

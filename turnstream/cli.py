@@ -28,7 +28,8 @@ def _cmd_mock_provider(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from .server.main import serve
 
-    return serve(host=args.host, port=args.port, db=args.db, model=args.model)
+    code: int = serve(host=args.host, port=args.port, db=args.db, model=args.model)
+    return code
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:
@@ -40,7 +41,8 @@ def _cmd_chat(args: argparse.Namespace) -> int:
 def _cmd_replay(args: argparse.Namespace) -> int:
     from .replay import replay
 
-    return asyncio.run(replay(args.session_id, db=args.db))
+    code: int = asyncio.run(replay(args.session_id, db=args.db))
+    return code
 
 
 def _cmd_users(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ The official SDKs retry too; turnstream talks HTTP itself, so attempts never mul
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 
@@ -81,7 +81,7 @@ Sleep = Callable[[float], Awaitable[None]]
 async def stream_with_retries(
     provider: Provider, request: ModelRequest, policy: RetryPolicy, *, sleep: Sleep = anyio.sleep,
     on_retry: Callable[[int, ProviderError, float], None] | None = None,
-) -> AsyncIterator[ProviderEvent]:
+) -> AsyncGenerator[ProviderEvent, None]:
     """Yield the step's events, retrying failures that happen before the first event."""
     attempt = 0
     while True:

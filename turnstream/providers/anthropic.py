@@ -9,7 +9,7 @@ payload is parsed once with orjson and mapped to a neutral event.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
@@ -220,7 +220,7 @@ class AnthropicProvider:
     def origin(self) -> str:
         return f"{self.name}:{self.model}"
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         parser = StreamParser()
         decoder = SSEDecoder()
         body = request_body(request)

@@ -9,7 +9,7 @@ Adapters raise only ``ProviderError`` subclasses.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias
 
@@ -97,7 +97,7 @@ class Provider(Protocol):
         """``provider:model``; thinking blocks are replayed only to the same origin."""
         ...
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         """Yield the step's events; end with exactly one ``StepEnded`` or raise ProviderError."""
         ...
 

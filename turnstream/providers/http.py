@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import httpx2 as httpx
@@ -59,7 +59,7 @@ def _error_from_body(status: int, body: bytes, headers: Any) -> ProviderStatusEr
 
 
 async def open_stream(client: httpx.AsyncClient, url: str, headers: dict[str, str],
-                      body: dict[str, Any]) -> AsyncIterator[bytes]:
+                      body: dict[str, Any]) -> AsyncGenerator[bytes, None]:
     """POST ``body`` and yield the response body in chunks as they arrive."""
     if log.isEnabledFor(logging.DEBUG):
         log.debug("POST %s headers=%s body=%s", url, redact_headers(headers), orjson.dumps(body).decode()[:20000])

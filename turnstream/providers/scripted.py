@@ -8,7 +8,7 @@ HTTP adapter would raise.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import anyio
 
@@ -21,7 +21,8 @@ RETRYABLE_TYPES = {"overloaded_error", "api_error", "rate_limit_error"}
 
 
 def request_view(req: ModelRequest) -> RequestView:
-    user_texts, rounds, results, last_input = 0, 0, [], ""
+    user_texts, rounds, last_input = 0, 0, ""
+    results: list[str] = []
     for m in req.messages:
         if m.role == "user":
             texts = [b for b in m.blocks if isinstance(b, str)]
@@ -45,7 +46,7 @@ class ScriptedProvider:
     def origin(self) -> str:
         return f"{self.name}:{self.model}"
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         script = self.scenario.script(request_view(request), id_prefix="toolu_scripted_")
         fault = script.fault or {}
         kind = fault.get("kind")
@@ -84,11 +85,11 @@ class ScriptedProvider:
             elif b.type == "redacted_thinking":
                 yield BlockOpened(i, "redacted_thinking", data={"data": b.data})
             else:
-                kind_ = "thinking" if b.type == "thinking" else "text"
-                yield BlockOpened(i, kind_)
+                thinking = b.type == "thinking"
+                yield BlockOpened(i, "thinking" if thinking else "text")
                 for f in fragments(b.text, size):
                     await tick()
-                    yield Delta(i, kind_, f)
+                    yield Delta(i, "thinking" if thinking else "text", f)
                 if b.type == "thinking":
                     yield Delta(i, "signature", b.signature)
             yield BlockClosed(i)

@@ -118,7 +118,7 @@ def make_tool(
         ann = hints.get(pname, Any)
         default = ... if p.default is p.empty else p.default
         fields[pname] = (ann, Field(default, description=param_docs.get(pname)))
-    model = create_model(  # type: ignore[call-overload]
+    model = create_model(
         f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields
     )
     schema = model.model_json_schema()
