@@ -290,17 +290,19 @@ class SQLiteStore:
     # The guarded update at the heart of every write to a turn: it advances the turn's
     # counters only if the block's seq is the next one and the event's n is above the last,
     # and applies an optional status change. No row updated means the write is refused.
-    _ADVANCE = (
-        "UPDATE turns SET next_seq = coalesce(?1, next_seq - 1) + 1, last_n = ?2,"
-        " status = coalesce(?3, status),"
-        " runner_id = CASE WHEN ?3 = 'running' THEN ?4 ELSE runner_id END"
-        " WHERE id = ?5 AND (?1 IS NULL OR next_seq = ?1) AND last_n < ?2"
-    )
+    # The status columns are only named when the status changes: SQLite maintains the
+    # indexes on every column a SET names, and most writes (block after block) keep it.
+    _ADVANCE = ("UPDATE turns SET next_seq = coalesce(?1, next_seq - 1) + 1, last_n = ?2{status}"
+                " WHERE id = ?5 AND (?1 IS NULL OR next_seq = ?1) AND last_n < ?2")
+    _ADVANCE_COUNTERS = _ADVANCE.format(status="")
+    _ADVANCE_STATUS = _ADVANCE.format(
+        status=", status = ?3, runner_id = CASE WHEN ?3 = 'running' THEN ?4 ELSE runner_id END")
 
     def _advance(self, c: sqlite3.Connection, turn_id: str, seq: int | None, n: int,
                  status: TurnStatus | None) -> None:
+        sql = self._ADVANCE_COUNTERS if status is None else self._ADVANCE_STATUS
         try:
-            updated = c.execute(self._ADVANCE, (seq, n, status, self.runner_id, turn_id)).rowcount
+            updated = c.execute(sql, (seq, n, status, self.runner_id, turn_id)).rowcount
         except sqlite3.IntegrityError as exc:
             sid = c.execute("SELECT session_id FROM turns WHERE id = ?", (turn_id,)).fetchone()[0]
             _open_conflict(c, exc, sid)

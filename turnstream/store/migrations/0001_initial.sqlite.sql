@@ -1,9 +1,9 @@
 -- 0001 initial schema, SQLite dialect (the PostgreSQL twin, 0001_initial.postgres.sql,
 -- explains each table at more length; the tables and columns are the same).
 --
--- JSON is stored as TEXT exactly as written. Times are Unix seconds (REAL). Tables whose
--- primary key is how they are read (blocks, turn_events) are WITHOUT ROWID, so a turn's rows
--- lie together on disk. Creation order of sessions and turns is the implicit rowid.
+-- JSON is stored as TEXT exactly as written. Times are Unix seconds (REAL). Creation order
+-- of sessions and turns is the implicit rowid. blocks and turn_events stay rowid tables
+-- (not WITHOUT ROWID) because their rows can be large: a tool result may hold 100 kB.
 
 -- users: who may call the API; only the SHA-256 of each API key is kept.
 CREATE TABLE users (
@@ -60,7 +60,7 @@ CREATE TABLE blocks (
     text_content  TEXT,
     content       TEXT NOT NULL,
     PRIMARY KEY (turn_id, seq)
-) WITHOUT ROWID;
+);
 
 -- turn_events: the replayable non-delta events of a turn, for Last-Event-ID resumption.
 CREATE TABLE turn_events (
@@ -70,7 +70,7 @@ CREATE TABLE turn_events (
     data       TEXT NOT NULL,
     block_seq  INTEGER,
     PRIMARY KEY (turn_id, n)
-) WITHOUT ROWID;
+);
 
 -- runners: live processes sharing this file and their heartbeats, for recover().
 CREATE TABLE runners (

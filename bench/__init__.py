@@ -1,0 +1,1 @@
+"""Benchmarks: small, bounded runs that print numbers to compare over time."""
