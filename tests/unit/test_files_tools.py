@@ -85,6 +85,10 @@ def test_empty_directory(tree: Path) -> None:
     assert ls(tree, "empty") == "empty/ (0 entries)\n(empty directory)"
 
 
+def test_one_entry_is_singular(tree: Path) -> None:
+    assert ls(tree, "src/pkg").splitlines() == ["src/pkg/ (1 entry)", "__init__.py  0 B"]
+
+
 def test_list_directory_caps_the_entries(tree: Path) -> None:
     many = tree / "many"
     many.mkdir()

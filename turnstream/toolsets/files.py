@@ -90,7 +90,8 @@ def _list_directory(root: Path, path: str) -> str:
     with os.scandir(target) as it:
         entries = sorted(it, key=lambda e: (e.name.lower(), e.name))
     shown = [_describe_entry(e) for e in entries[:MAX_ENTRIES]]
-    header = f"{_display(target, root)}/ ({len(entries)} entries)"
+    count = "1 entry" if len(entries) == 1 else f"{len(entries)} entries"
+    header = f"{_display(target, root)}/ ({count})"
     if not entries:
         return f"{header}\n(empty directory)"
     lines = [header, *shown]

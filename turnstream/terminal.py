@@ -1,0 +1,519 @@
+"""The terminal chat (SPEC §11): ``turnstream chat``.
+
+Three small parts:
+
+- ``Renderer`` turns the events of a turn (SPEC §8) into Rich output, in arrival order:
+  text streamed as it comes, thinking dimmed, a tool call's arguments streamed live with its
+  result beneath, a spinner while the model has not said anything yet.
+- ``LineReader`` reads lines from stdin without blocking the event loop, so that Ctrl-C can
+  cancel a running turn (and an approval question) instead of ending the program.
+- ``run_chat`` is the read–answer loop: the farewell gate first (a goodbye or thanks ends
+  the chat without a model call), then one ``Agent.stream`` per message, with the history in
+  a SQLite file so ``--session`` resumes a conversation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import codecs
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+from rich.console import Console
+from rich.markup import escape
+from rich.status import Status
+
+from .agent import LOCAL_USER, Agent, open_store_url
+from .blocks import TextBlock, ToolResultBlock, ToolUseBlock, Turn
+from .errors import TurnstreamError
+from .events import (
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    ErrorEvent,
+    StepRestart,
+    StepStart,
+    StreamEvent,
+    ToolRequest,
+    TurnComplete,
+    TurnStart,
+)
+from .farewell import is_farewell
+from .store import Store
+from .tools.tool import Tool
+from .toolsets import calculator_tool, make_file_tools
+
+RESULT_PREVIEW_LINES = 8
+RESULT_PREVIEW_LINE_CHARS = 200
+DEFAULT_ANTHROPIC_MODEL = "anthropic:claude-sonnet-4-5"
+DEFAULT_OPENAI_MODEL = "openai:gpt-4o-mini"
+DEMO_MODEL = "scripted:echo"
+GOODBYE = "Bye! (resume this conversation with: turnstream chat --session {session})"
+
+SYSTEM_PROMPT = """\
+You are a helpful assistant in a terminal. You can read files under {root} with list_directory \
+and read_file (paths are relative to that directory), and compute with calculator.
+Call a tool only when the answer needs it: for greetings, thanks and small talk, just answer. \
+When the tools have given you what you need, answer in plain words and stop."""
+
+
+def chat_home() -> Path:
+    """Where the chat keeps its history: ``$TURNSTREAM_HOME``, else the user's data directory."""
+    env = os.environ.get("TURNSTREAM_HOME")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "turnstream"
+
+
+def chat_db_url(home: Path | None = None) -> str:
+    home = home or chat_home()
+    home.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{home / 'chat.db'}"
+
+
+# --- rendering ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Open:
+    type: str
+    name: str | None = None
+    streamed: bool = False
+
+
+class Renderer:
+    """Prints one turn's events to a Rich console as they arrive."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._open: dict[int, _Open] = {}
+        self._names: dict[str, str] = {}
+        self._status: Status | None = None
+        self._at_line_start = True
+
+    # spinner
+
+    def waiting(self, message: str = "thinking…") -> None:
+        """Show a spinner until the next thing is printed."""
+        if self._status is None and self.console.is_terminal:
+            self._status = self.console.status(message, spinner="dots")
+            self._status.start()
+
+    def quiet(self) -> None:
+        """Stop the spinner (before printing or asking)."""
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    # output helpers
+
+    def _write(self, text: str, style: str | None = None) -> None:
+        if not text:
+            return
+        self.quiet()
+        self.console.print(text, style=style, end="", markup=False, highlight=False, soft_wrap=True)
+        self._at_line_start = text.endswith("\n")
+
+    def _line(self, markup: str = "") -> None:
+        """Print a whole line (Rich markup allowed), starting on a fresh line."""
+        self.quiet()
+        self.newline()
+        self.console.print(markup, highlight=False, soft_wrap=True)
+        self._at_line_start = True
+
+    def newline(self) -> None:
+        if not self._at_line_start:
+            self.console.print()
+            self._at_line_start = True
+
+    # events
+
+    def handle(self, ev: StreamEvent) -> None:
+        if isinstance(ev, TurnStart):
+            self.waiting()
+        elif isinstance(ev, StepStart):
+            if ev.step > 1:
+                self.waiting()
+        elif isinstance(ev, BlockStart):
+            self._start(ev)
+        elif isinstance(ev, BlockDelta):
+            self._delta(ev)
+        elif isinstance(ev, BlockStop):
+            self._stop(ev)
+        elif isinstance(ev, StepRestart):
+            self._line(f"[yellow]↻ step {ev.step} restarted: {escape(ev.reason)}[/]")
+            self._open.clear()
+            self.waiting()
+        elif isinstance(ev, ToolRequest):
+            self._line(f"[yellow]… waiting for a client to run {escape(ev.tool_name)}[/]")
+        elif isinstance(ev, ErrorEvent):
+            self._line(f"[bold red]error:[/] [red]{escape(ev.message)}[/]")
+        elif isinstance(ev, TurnComplete):
+            self._complete(ev)
+
+    def _start(self, ev: BlockStart) -> None:
+        self._open[ev.index] = _Open(ev.type, ev.tool_name)
+        if ev.tool_use_id and ev.tool_name:
+            self._names[ev.tool_use_id] = ev.tool_name
+        if ev.type == "tool_use":
+            self.quiet()
+            self.newline()
+            self.console.print(f"[bold cyan]⚙ {escape(ev.tool_name or '?')}[/] ", end="", highlight=False)
+            self._at_line_start = False
+        elif ev.type == "thinking":
+            self.newline()
+            self._write("💭 ", "dim")
+        elif ev.type == "text":
+            self.newline()
+
+    def _delta(self, ev: BlockDelta) -> None:
+        blk = self._open.get(ev.index)
+        if blk is None:
+            return
+        if ev.partial_json is not None:
+            blk.streamed = True
+            self._write(ev.partial_json, "dim cyan")
+        elif ev.text:
+            blk.streamed = True
+            self._write(ev.text, "dim italic" if blk.type == "thinking" else None)
+
+    def _stop(self, ev: BlockStop) -> None:
+        blk = self._open.pop(ev.index, None)
+        block = ev.block
+        if isinstance(block, ToolUseBlock):
+            if blk is None:
+                self._line(f"[bold cyan]⚙ {escape(block.name)}[/]")
+            if blk is None or not blk.streamed:
+                self._write(orjson.dumps(block.input).decode(), "dim cyan")
+            if block.input_error:
+                self._write(f"  ✗ {block.input_error}", "red")
+            self.newline()
+            self.waiting("running tools…")
+        elif isinstance(block, ToolResultBlock):
+            self._result(block)
+        elif blk is not None and not blk.streamed:
+            text = getattr(block, "text", None) or getattr(block, "thinking", None)
+            if text:
+                self._write(text, "dim italic" if blk.type == "thinking" else None)
+            self.newline()
+        else:
+            self.newline()
+
+    def _result(self, block: ToolResultBlock) -> None:
+        content = block.content if isinstance(block.content, str) else orjson.dumps(block.content).decode()
+        lines = content.splitlines() or [""]
+        shown = [ln if len(ln) <= RESULT_PREVIEW_LINE_CHARS else ln[:RESULT_PREVIEW_LINE_CHARS] + "…"
+                 for ln in lines[:RESULT_PREVIEW_LINES]]
+        style = "red" if block.is_error else "dim"
+        name = self._names.get(block.tool_use_id, "tool")
+        self.quiet()
+        self.newline()
+        marker = "✗" if block.is_error else "↳"
+        for i, ln in enumerate(shown):
+            prefix = f"  {marker} " if i == 0 else "    "
+            self.console.print(prefix + ln, style=style, markup=False, highlight=False, soft_wrap=True)
+        if len(lines) > RESULT_PREVIEW_LINES:
+            self.console.print(f"    … {len(lines) - RESULT_PREVIEW_LINES} more lines from {name}",
+                               style="dim", markup=False, highlight=False)
+        self._at_line_start = True
+
+    def _complete(self, ev: TurnComplete) -> None:
+        self.quiet()
+        self.newline()
+        if ev.status == "cancelled":
+            self._line("[yellow]⏹ cancelled[/]")
+        elif ev.status == "failed":
+            self._line("[red]✗ the turn failed[/]")
+        elif ev.stop_reason == "max_steps":
+            self._line("[yellow](stopped: step limit reached)[/]")
+        elif ev.stop_reason == "max_tokens":
+            self._line("[yellow](stopped: output limit reached)[/]")
+        elif ev.stop_reason == "refusal":
+            self._line("[yellow](the model declined)[/]")
+        self._open.clear()
+
+
+# --- input ----------------------------------------------------------------------------------
+
+
+class LineReader:
+    """Reads lines from a file descriptor through the event loop, so a read can be cancelled.
+
+    Bytes are decoded incrementally and split on newlines; lines pasted together are kept
+    for the next reads. Where the loop cannot watch the descriptor (Windows), a thread reads.
+    """
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stdin
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._buffer = ""
+        self._eof = False
+
+    async def readline(self) -> str | None:
+        """The next line without its newline, or None at end of input."""
+        while "\n" not in self._buffer:
+            if self._eof:
+                rest, self._buffer = self._buffer, ""
+                return rest or None
+            chunk = await self._read_chunk()
+            if not chunk:
+                self._eof = True
+                self._buffer += self._decoder.decode(b"", final=True)
+            else:
+                self._buffer += self._decoder.decode(chunk)
+        line, self._buffer = self._buffer.split("\n", 1)
+        return line.rstrip("\r")
+
+    def discard(self) -> None:
+        """Forget typed-ahead input (after Ctrl-C)."""
+        self._buffer = ""
+
+    async def _read_chunk(self) -> bytes:
+        loop = asyncio.get_running_loop()
+        try:
+            fd = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            line: str = await asyncio.to_thread(self.stream.readline)
+            return line.encode()
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def on_ready() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        try:
+            loop.add_reader(fd, on_ready)
+        except (NotImplementedError, PermissionError, ValueError):
+            return await asyncio.to_thread(os.read, fd, 65536)
+        try:
+            await ready
+        finally:
+            loop.remove_reader(fd)
+        try:
+            return os.read(fd, 65536)
+        except BlockingIOError:
+            return await self._read_chunk()
+
+
+# --- the chat -------------------------------------------------------------------------------
+
+
+class _Interrupts:
+    """Ctrl-C: cancels the running turn if there is one; at the prompt, twice in a row quits."""
+
+    def __init__(self) -> None:
+        self.target: asyncio.Task[Any] | None = None
+        self.at_prompt: asyncio.Task[Any] | None = None
+        self.presses_at_prompt = 0
+
+    def __call__(self) -> None:
+        if self.target is not None and not self.target.done():
+            # Once is enough: a second press must not interrupt the turn's own clean-up.
+            if not self.target.cancelling():
+                self.target.cancel()
+        elif self.at_prompt is not None and not self.at_prompt.done():
+            self.presses_at_prompt += 1
+            self.at_prompt.cancel()
+
+
+@contextlib.contextmanager
+def _sigint(handler: Callable[[], None]) -> Iterator[bool]:
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, handler)
+        installed = True
+    except (NotImplementedError, RuntimeError, ValueError):
+        installed = False
+    try:
+        yield installed
+    finally:
+        if installed:
+            loop.remove_signal_handler(signal.SIGINT)
+
+
+def default_model() -> str:
+    """The model when none is named: from the API key that is set, else the scripted echo demo."""
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return DEFAULT_ANTHROPIC_MODEL
+    if os.environ.get("OPENAI_API_KEY"):
+        return DEFAULT_OPENAI_MODEL
+    return DEMO_MODEL
+
+
+class _Chat:
+    """The state of one chat: console, input, renderer, agent and session."""
+
+    def __init__(self, console: Console, reader: LineReader) -> None:
+        self.console = console
+        self.reader = reader
+        self.renderer = Renderer(console)
+        self.interrupts = _Interrupts()
+
+    async def ask(self, prompt: str) -> str | None:
+        """Print ``prompt`` and read a line; None at end of input, "" after Ctrl-C."""
+        self.renderer.quiet()
+        self.renderer.newline()
+        self.console.print(prompt, end="", highlight=False)
+        task = asyncio.create_task(self.reader.readline())
+        self.interrupts.at_prompt = task
+        try:
+            await asyncio.wait({task})
+        finally:
+            self.interrupts.at_prompt = None
+        if task.cancelled():
+            self.reader.discard()
+            self.console.print()
+            return ""
+        self.interrupts.presses_at_prompt = 0
+        return task.result()
+
+    async def approve(self, call: ToolUseBlock, tool: Tool) -> bool:
+        """The Agent's approval hook: ask y/n inline before a ``requires_approval`` tool runs."""
+        args = orjson.dumps(call.input).decode()
+        if len(args) > 300:
+            args = args[:300] + "…"
+        answer = await self.ask(f"[bold yellow]Allow {escape(call.name)}[/] [dim]{escape(args)}[/] "
+                                r"[bold yellow]\[y/N][/] ")
+        ok = (answer or "").strip().lower() in ("y", "yes")
+        self.console.print("[green]✓ allowed[/]" if ok else "[red]✗ denied[/]", highlight=False)
+        self.renderer.waiting("running tools…")
+        return ok
+
+    async def turn(self, agent: Agent, message: str, session_id: str) -> None:
+        """Stream one turn; Ctrl-C cancels it (the Agent closes the turn out as ``cancelled``)."""
+
+        async def consume() -> None:
+            async for ev in agent.stream(message, session_id=session_id):
+                self.renderer.handle(ev)
+
+        self.renderer.waiting()
+        task = asyncio.create_task(consume())
+        self.interrupts.target = task
+        try:
+            await asyncio.wait({task})
+        finally:
+            self.interrupts.target = None
+            self.renderer.quiet()
+        if task.cancelled():
+            self.renderer.newline()
+            self.console.print("[yellow]⏹ cancelled[/]", highlight=False)
+        elif (exc := task.exception()) is not None:
+            self.renderer.newline()
+            self.console.print(f"[bold red]error:[/] [red]{escape(f'{type(exc).__name__}: {exc}')}[/]",
+                               highlight=False)
+        self.renderer.newline()
+
+
+async def _open_session(store: Store, session: str | None, model: str) -> tuple[str, list[Turn]]:
+    await store.open()
+    if session is not None and await store.get_session(session) is not None:
+        return session, await store.list_turns(session)
+    created = await store.create_session(LOCAL_USER, model=model, session_id=session)
+    return created.id, []
+
+
+def _show_history(console: Console, turns: list[Turn], keep: int = 3) -> None:
+    if not turns:
+        return
+    console.print(f"[dim]… {len(turns)} earlier turn(s); the last ones:[/]", highlight=False)
+    for t in turns[-keep:]:
+        console.print(f"[bold]you ›[/] {escape(t.input)}", highlight=False)
+        answer = "".join(b.text for b in t.blocks if isinstance(b, TextBlock) and b.step == t.steps).strip()
+        if answer:
+            console.print(escape(answer), style="dim", highlight=False)
+
+
+async def run_chat(
+    model: str,
+    root: Path,
+    session: str | None = None,
+    *,
+    db: str | None = None,
+    system: str | None = None,
+    max_steps: int = 10,
+    extra_tools: Sequence[Tool] = (),
+    console: Console | None = None,
+    stdin: TextIO | None = None,
+) -> int:
+    """Run the terminal chat until the user leaves; returns the exit status.
+
+    ``model`` is ``provider:model``; ``root`` is the directory the file tools may read;
+    ``session`` resumes a stored conversation (or starts one under that id); ``db``
+    overrides the store URL (default ``sqlite:///$TURNSTREAM_HOME/chat.db``); ``extra_tools``
+    are added to ``list_directory``, ``read_file`` and ``calculator``.
+    """
+    console = console or Console(highlight=False)
+    chat = _Chat(console, LineReader(stdin))
+    try:
+        real_root = root.expanduser().resolve(strict=True)
+        tools = [*make_file_tools(real_root), calculator_tool, *extra_tools]
+        store = open_store_url(db or chat_db_url())
+        agent = Agent(model, tools=tools, system=system or SYSTEM_PROMPT.format(root=real_root),
+                      max_steps=max_steps, store=store, approve=chat.approve)
+    except (TurnstreamError, OSError) as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        return 2
+    try:
+        session_id, history = await _open_session(store, session, agent.provider.origin)
+        agent.session_id = session_id
+        console.print(f"[bold]turnstream chat[/] · {escape(model)} · files under {escape(str(real_root))}",
+                      highlight=False)
+        console.print(f"[dim]session {session_id} · Ctrl-C stops a reply · Ctrl-D or 'bye' quits[/]",
+                      highlight=False)
+        _show_history(console, history)
+        with _sigint(chat.interrupts):
+            while True:
+                line = await chat.ask("\n[bold green]you ›[/] ")
+                if line is None:
+                    break
+                if line == "":
+                    if chat.interrupts.presses_at_prompt >= 2:
+                        break
+                    if chat.interrupts.presses_at_prompt == 1:
+                        console.print("[dim](press Ctrl-C again or Ctrl-D to quit)[/]", highlight=False)
+                    continue
+                message = line.strip()
+                if not message:
+                    continue
+                if is_farewell(message):
+                    break
+                await chat.turn(agent, message, session_id)
+        chat.renderer.newline()
+        console.print(GOODBYE.format(session=session_id), highlight=False, markup=False)
+        return 0
+    finally:
+        await agent.aclose()
+
+
+def _log_to_file(path: Path) -> None:
+    """Warnings (a tool's traceback, a transcript repair) go to a file, not over the chat."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("turnstream")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def main(args: argparse.Namespace) -> int:
+    """``turnstream chat``: reads ``model``, ``root``, ``session`` and ``server`` from the parsed flags."""
+    if getattr(args, "server", None):
+        print("turnstream chat --server is not available yet; run without --server to chat locally.",
+              file=sys.stderr)
+        return 2
+    _log_to_file(chat_home() / "chat.log")
+    model = args.model or default_model()
+    if model == DEMO_MODEL and not args.model:
+        print(f"No --model and no API key: using the scripted demo model {DEMO_MODEL}.", file=sys.stderr)
+    return asyncio.run(run_chat(model, Path(args.root), getattr(args, "session", None)))
