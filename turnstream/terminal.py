@@ -489,7 +489,7 @@ async def run_chat(
                     break
                 await chat.turn(agent, message, session_id)
         chat.renderer.newline()
-        console.print(GOODBYE.format(session=session_id), highlight=False, markup=False)
+        console.print(GOODBYE.format(session=session_id), highlight=False, markup=False, soft_wrap=True)
         return 0
     finally:
         await agent.aclose()
