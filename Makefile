@@ -34,7 +34,7 @@ test: $(STAMP) postgres
 	$(BIN)/pytest -q -p no:cacheprovider
 
 bench: $(STAMP)
-	$(BIN)/python -m bench.run
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,92 @@
+"""``make bench``: every turnstream benchmark, one after another, progress on stderr.
+
+1. assembler throughput (2 KB / 50 KB / 500 KB tool inputs in 8-byte fragments);
+2. store: blocks appended per second per backend (``bench/store_bench.py``);
+3. client CPU per 3-step conversation beside the floor and the peer frameworks, through
+   the shared harness (``../shared/bench``), in a separate virtualenv (``.venv-bench``)
+   holding the peers' pinned versions and this checkout;
+4. the server under N concurrent turns (``bench/server_bench.py``), when present.
+
+``--quick`` runs each part small. Results go to ``bench/results/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH_VENV = REPO / ".venv-bench"
+
+
+def shared_bench() -> Path:
+    env = os.environ.get("TURNSTREAM_SHARED")
+    return (Path(env) if env else REPO.parent / "shared") / "bench"
+
+
+def step(title: str) -> None:
+    print(f"\n==> {title}", file=sys.stderr, flush=True)
+
+
+def run(cmd: list[str], **kw: object) -> int:
+    print("    $ " + " ".join(cmd), file=sys.stderr, flush=True)
+    return subprocess.call(cmd, **kw)  # type: ignore[arg-type]
+
+
+def ensure_bench_venv(shared: Path) -> Path:
+    py = BENCH_VENV / "bin" / "python"
+    stamp = BENCH_VENV / ".ready"
+    if not stamp.exists():
+        step("preparing .venv-bench (peer frameworks at the shared bench's pinned versions; once)")
+        subprocess.check_call([sys.executable, "-m", "venv", str(BENCH_VENV)])
+        subprocess.check_call([str(py), "-m", "pip", "install", "-q", "-r", str(shared / "requirements.txt")])
+        stamp.touch()
+    subprocess.check_call([str(py), "-m", "pip", "install", "-q", "--no-deps", "-e", str(REPO)])
+    subprocess.check_call([str(py), "-m", "pip", "install", "-q", "orjson", "rich", "anyio", "httpx2", "pydantic"])
+    return py
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="small runs (a smoke test)")
+    ap.add_argument("--skip-peers", action="store_true", help="only turnstream and the floors in the CPU table")
+    a = ap.parse_args()
+    results = REPO / "bench" / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    py = sys.executable
+    failed = 0
+
+    step("assembler throughput")
+    failed |= run([py, str(REPO / "bench" / "assembler_bench.py")])
+
+    if (REPO / "bench" / "store_bench.py").exists():
+        step("store: blocks appended per second")
+        failed |= run([py, str(REPO / "bench" / "store_bench.py")] + (["--quick"] if a.quick else []))
+
+    shared = shared_bench()
+    if (shared / "run.py").exists():
+        bpy = ensure_bench_venv(shared)
+        drivers = "turnstream,turnstream_openai,floor_httpx,floor_httpx_openai"
+        if not a.skip_peers:
+            drivers += ",baseline_raw_sdk,anthropic_tool_runner,pydantic_ai,openai_agents,langgraph"
+        step(f"client CPU per conversation ({drivers})")
+        cmd = [str(bpy), str(REPO / "bench" / "client_cpu.py"), "--drivers", drivers,
+               "--json-out", str(results / f"client-cpu-{stamp}.json")]
+        cmd += ["--quick"] if a.quick else ["--configs", "seq,conc,large", "--reps", "3"]
+        failed |= run(cmd, env={**os.environ, "TURNSTREAM_SHARED": str(shared.parent)})
+    else:
+        print(f"(skipped client CPU: {shared} not found; set TURNSTREAM_SHARED)", file=sys.stderr)
+
+    if (REPO / "bench" / "server_bench.py").exists():
+        step("server: concurrent turns")
+        failed |= run([py, str(REPO / "bench" / "server_bench.py")] + (["--quick"] if a.quick else []))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

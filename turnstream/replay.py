@@ -1,0 +1,61 @@
+"""``turnstream replay SESSION_ID``: print a stored session block by block, with Rich."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+from rich.markup import escape
+
+from .blocks import (
+    Block,
+    ProviderBlock,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from .store import open_store
+
+
+def describe(block: Block) -> str:
+    """One block as a line of Rich markup."""
+    head = f"[dim]#{block.seq} step {block.step}[/dim] "
+    if isinstance(block, TextBlock):
+        return head + escape(block.text)
+    if isinstance(block, ThinkingBlock):
+        return head + f"[italic dim]thinking: {escape(block.thinking)}[/italic dim]"
+    if isinstance(block, RedactedThinkingBlock):
+        return head + "[dim](redacted thinking)[/dim]"
+    if isinstance(block, ToolUseBlock):
+        note = f" [red]({escape(block.input_error)})[/red]" if block.input_error else ""
+        return head + f"[cyan]→ {block.name}[/cyan] {escape(json.dumps(block.input))}{note}"
+    if isinstance(block, ToolResultBlock):
+        style = "red" if block.is_error else "green"
+        return head + f"[{style}]← {escape(block.content[:2000])}[/{style}]"
+    if isinstance(block, ProviderBlock):
+        return head + f"[magenta]{block.provider} {escape(str(block.data.get('type', 'block')))}[/magenta]"
+    raise AssertionError(f"unknown block {block!r}")
+
+
+async def replay(session_id: str, *, db: str | None = None, console: Console | None = None) -> int:
+    out = console or Console()
+    store = open_store(db)
+    await store.open()
+    try:
+        session = await store.get_session(session_id, with_turns=True)
+        if session is None:
+            out.print(f"[red]no session {escape(session_id)}[/red]")
+            return 1
+        out.print(f"[bold]{escape(session.title or session.id)}[/bold] [dim]{session.model}[/dim]")
+        for turn in session.turns:
+            out.print(f"\n[bold]user:[/bold] {escape(turn.input)}")
+            for block in turn.blocks:
+                out.print(describe(block))
+            usage = turn.usage
+            out.print(f"[dim]{turn.status} · {turn.stop_reason} · {turn.steps} step(s) · "
+                      f"{usage.input_tokens} in / {usage.output_tokens} out[/dim]")
+        return 0
+    finally:
+        await store.aclose()
