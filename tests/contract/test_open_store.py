@@ -50,10 +50,21 @@ def test_bad_urls_are_usage_errors_that_hide_passwords(url: str) -> None:
     assert "hunter2" not in str(info.value)
 
 
-async def test_an_opened_sqlite_store_creates_its_file(tmp_path: Path) -> None:
-    store = open_store(f"sqlite:///{tmp_path}/sub.db")
+async def test_an_opened_sqlite_store_creates_its_file_and_folder(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/data/sub.db")
     await store.open()
     try:
-        assert (tmp_path / "sub.db").exists()
+        assert (tmp_path / "data" / "sub.db").exists()
+    finally:
+        await store.aclose()
+
+
+async def test_a_private_in_memory_sqlite_database_works() -> None:
+    store = open_store("sqlite:///:memory:")
+    await store.open()
+    try:
+        session = await store.create_session("usr_1")
+        turn = await store.create_turn(session.id, "hi", model="m")
+        assert (await store.get_turn(turn.id)) == turn
     finally:
         await store.aclose()

@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import anyio
@@ -117,6 +118,8 @@ class SQLiteStore:
         self._conn = await anyio.to_thread.run_sync(self._connect, limiter=self._limiter)
 
     def _connect(self) -> sqlite3.Connection:
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA busy_timeout = 5000")
