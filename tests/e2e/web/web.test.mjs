@@ -1,0 +1,331 @@
+// Browser tests of the web chat against a running `turnstream serve`.
+//
+//   TURNSTREAM_URL=http://127.0.0.1:8000 TURNSTREAM_KEY=... node --test web.test.mjs
+//
+// tests/e2e/web/test_web.py starts the server (SQLite in a temporary folder, the offline
+// demo model) and runs this file, one test at a time. Debian's Chromium is driven through
+// playwright-core; every test gets a fresh profile. Nothing here waits for a fixed time:
+// each step waits for something visible on the page.
+
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const BASE = (process.env.TURNSTREAM_URL || "http://127.0.0.1:8000").replace(/\/$/, "");
+const KEY = process.env.TURNSTREAM_KEY || "";
+const SHOTS = process.env.SCREENSHOT_DIR || path.resolve(HERE, "../screenshots");
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const SCENARIOS = path.join(HERE, "scenarios");
+const ARGS = [
+  "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+];
+const TURN_TIMEOUT = 60_000;
+
+fs.mkdirSync(SHOTS, { recursive: true });
+const profiles = [];
+
+before(() => {
+  assert.ok(KEY, "TURNSTREAM_KEY must hold an API key of the server under test");
+});
+
+after(() => {
+  for (const dir of profiles) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+async function launch() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "turnstream-chromium-"));
+  profiles.push(dir);
+  const context = await chromium.launchPersistentContext(dir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ARGS,
+    viewport: { width: 1440, height: 900 },
+    colorScheme: "light",
+  });
+  context.setDefaultTimeout(TURN_TIMEOUT);
+  return context;
+}
+
+async function api(pathname, { method = "GET", body } = {}) {
+  const resp = await fetch(BASE + pathname, {
+    method,
+    headers: { Authorization: `Bearer ${KEY}`, ...(body ? { "Content-Type": "application/json" } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await resp.text();
+  assert.ok(resp.ok, `${method} ${pathname}: ${resp.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+async function newSession(title, scenario = null) {
+  const body = { title, toolset: "notebook" };
+  if (scenario) body.model = `scripted:${path.join(SCENARIOS, scenario)}`;
+  return api("/api/sessions", { method: "POST", body });
+}
+
+// Opens the page the way a user does: the address `turnstream serve` prints, with the key.
+async function openPage(context, sessionId) {
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (err) => errors.push(err));
+  page.errors = errors;
+  await page.goto(`${BASE}/#key=${encodeURIComponent(KEY)}${sessionId ? `&session=${sessionId}` : ""}`);
+  await page.waitForSelector("body[data-ready='true']");
+  if (sessionId) await page.waitForSelector(`body[data-session-id='${sessionId}']`);
+  return page;
+}
+
+async function send(page, text) {
+  await page.fill("#message", text);
+  await page.press("#message", "Enter");
+}
+
+function lastTurn(page) {
+  return page.locator(".turn").last();
+}
+
+async function waitTurnStatus(page, status) {
+  await page.waitForSelector(`.turn:last-of-type[data-status='${status}']`);
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: false });
+}
+
+// The kinds and indexes of the last turn's blocks, in page order.
+async function blockOrder(page) {
+  return lastTurn(page).evaluate((turn) =>
+    [...turn.querySelectorAll(".msg-assistant > .block:not([hidden])")].map((b) => ({
+      index: Number(b.dataset.index),
+      kind: [...b.classList].find((c) => c.startsWith("block-")),
+      name: b.querySelector(".tool-name")?.textContent ?? null,
+      text: b.textContent.trim().slice(0, 80),
+    })));
+}
+
+test("the page takes the key from the address, hides it and says it runs the offline demo", async () => {
+  const context = await launch();
+  try {
+    const page = await openPage(context);
+    assert.ok(!page.url().includes("key="), `the key must leave the address bar: ${page.url()}`);
+    const stored = await page.evaluate(() => localStorage.getItem("turnstream.key"));
+    assert.equal(stored, KEY);
+    await page.waitForSelector("#demo-banner:not([hidden])");
+    const banner = await page.textContent("#demo-banner");
+    assert.match(banner, /offline demo/i);
+    assert.match(banner, /scripted:notebook-demo/);
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("demo conversation: cells are created and run, a table and a Plotly chart show, tool calls render inline before the final text", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Demo analysis");
+    const page = await openPage(context, session.id);
+    await send(page, "Create an example notebook with some data analysis");
+
+    // While it streams: the first tool call shows before the turn ends.
+    await page.waitForSelector(".turn:last-of-type .block-tool[aria-label='Tool call get_notebook_state']");
+    await waitTurnStatus(page, "complete");
+
+    // The notebook: three cells, all run successfully, with a table and a chart.
+    await page.waitForFunction(() => document.querySelectorAll(".cell[data-status='success']").length === 3);
+    await page.waitForSelector(".cell .out-table table");
+    await page.waitForSelector(".cell .out-plotly.rendered .js-plotly-plot", { timeout: 30_000 });
+    const tableRows = await page.locator(".cell .out-table table tbody tr").count();
+    assert.ok(tableRows >= 4, `expected table rows, got ${tableRows}`);
+    const badges = await page.locator(".cell .badge").allTextContents();
+    assert.deepEqual(badges, ["success", "success", "success"]);
+
+    // The chat: blocks in stream order, tools inline between texts, the final text last.
+    const order = await blockOrder(page);
+    const kinds = order.map((b) => b.kind);
+    const indexes = order.map((b) => b.index);
+    assert.deepEqual([...indexes].sort((a, b) => a - b), indexes, "blocks are in index order");
+    assert.equal(new Set(indexes).size, indexes.length, "no block shows twice");
+    assert.equal(kinds[0], "block-thinking");
+    const toolNames = order.filter((b) => b.kind === "block-tool").map((b) => b.name);
+    assert.deepEqual(toolNames, ["get_notebook_state", "create_cell", "run_cell", "create_cell", "run_cell",
+      "create_cell", "run_cell"]);
+    assert.equal(kinds.at(-1), "block-text", "the final answer is the last block");
+    assert.match(order.at(-1).text, /^Done\./);
+    const firstTool = kinds.indexOf("block-tool");
+    const lastTool = kinds.lastIndexOf("block-tool");
+    assert.ok(kinds.slice(0, firstTool).includes("block-text"), "text before the first tool call");
+    assert.ok(kinds.slice(firstTool, lastTool).includes("block-text"), "text between the tool calls");
+    // Every call shows its input and, beneath it, its result.
+    const tools = lastTurn(page).locator(".block-tool");
+    for (let i = 0; i < (await tools.count()); i += 1) {
+      const tool = tools.nth(i);
+      assert.equal(await tool.getAttribute("data-state"), "done");
+      assert.ok((await tool.locator(".tool-input").textContent()).length > 0);
+      assert.ok(await tool.locator(".tool-result .tool-output").count(), "result under the call");
+    }
+    // The final text is rendered Markdown.
+    assert.equal(await lastTurn(page).locator(".block-text ol li").count(), 3);
+    assert.ok(await lastTurn(page).locator(".block-text strong").count() >= 3);
+    await shot(page, "demo-complete");
+    await page.locator(".cell .out-plotly").scrollIntoViewIfNeeded();
+    await shot(page, "demo-chart");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+async function approvalRun(decision) {
+  const context = await launch();
+  try {
+    const session = await newSession(`Approval (${decision})`, "approval.json");
+    const page = await openPage(context, session.id);
+    await send(page, "Add a scratch cell, then delete it");
+    const card = page.locator(".turn:last-of-type .block-tool[aria-label='Tool call delete_cell']");
+    const button = card.getByRole("button", { name: decision === "approve" ? "Approve delete_cell" : "Deny delete_cell" });
+    await button.waitFor();
+    await waitTurnStatus(page, "awaiting_client");
+    assert.equal(await card.getAttribute("data-state"), "approval");
+    // The scratch cell exists and ran; keyboard focus waits on the Approve button.
+    await page.waitForSelector(".cell[data-status='success']");
+    assert.equal(await page.locator(".cell").count(), 1);
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Approve");
+    await shot(page, `approval-${decision}-asked`);
+    if (decision === "approve") await page.keyboard.press("Enter"); // the focused Approve button
+    else await button.click();
+    await waitTurnStatus(page, "complete");
+    const finalText = await lastTurn(page).locator(".block-text").last().textContent();
+    if (decision === "approve") {
+      await page.waitForFunction(() => document.querySelectorAll(".cell").length === 0);
+      assert.equal(await card.getAttribute("data-state"), "done");
+      assert.match(finalText, /"deleted"/);
+    } else {
+      assert.equal(await card.getAttribute("data-state"), "denied");
+      assert.match(await card.locator(".tool-result").textContent(), /denied/i);
+      assert.equal(await page.locator(".cell").count(), 1, "a denied delete keeps the cell");
+      assert.match(finalText, /denied/i);
+    }
+    assert.equal(await card.locator(".tool-actions button").count(), 0, "buttons go once decided");
+    await shot(page, `approval-${decision}-done`);
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+}
+
+test("approving delete_cell deletes the cell", () => approvalRun("approve"));
+test("denying delete_cell keeps the cell and tells the model", () => approvalRun("deny"));
+
+test("a client-side tool runs in the browser and its answer reaches the model", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Client tool", "client_tool.json");
+    const page = await openPage(context, session.id);
+    const tz = await page.evaluate(() => Intl.DateTimeFormat().resolvedOptions().timeZone);
+    await send(page, "What time is it for me?");
+    await waitTurnStatus(page, "complete");
+    const card = lastTurn(page).locator(".block-tool[aria-label='Tool call get_browser_time']");
+    assert.equal(await card.getAttribute("data-state"), "done");
+    assert.match(await card.locator(".tool-output").textContent(), /"time_zone"/);
+    const finalText = await lastTurn(page).locator(".block-text").last().textContent();
+    assert.equal(finalText.trim(), `Your browser's time zone is ${tz}.`);
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("reloading the page mid-turn resumes the stream without losing or repeating anything", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Reload mid-turn", "slow.json");
+    const page = await openPage(context, session.id);
+    await send(page, "Tell me something long");
+    // Reload once the slow answer has started streaming.
+    const streaming = page.locator(".turn:last-of-type .block-text.streaming");
+    await page.waitForSelector(".turn:last-of-type .block-tool[data-state='done']");
+    await streaming.waitFor();
+    await page.waitForFunction(() => {
+      const t = document.querySelector(".turn:last-of-type .block-text.streaming");
+      return t && t.textContent.includes("Sentence number 2");
+    });
+    const before = await streaming.textContent();
+    assert.ok(!before.includes("THE END."), "the reload must happen mid-turn");
+    await page.reload();
+    await page.waitForSelector("body[data-ready='true']");
+    await page.waitForSelector(`body[data-session-id='${session.id}']`);
+    // The turn is still running after the reload and the page follows it.
+    const sawRunning = await page.locator(".turn:last-of-type").getAttribute("data-status");
+    assert.ok(["running", "complete"].includes(sawRunning));
+    await waitTurnStatus(page, "complete");
+    const order = await blockOrder(page);
+    assert.deepEqual(order.map((b) => b.kind), ["block-text", "block-tool", "block-text"]);
+    assert.deepEqual(order.map((b) => b.index), [0, 1, 3], "text, call (result inside it), answer");
+    const answer = await lastTurn(page).locator(".block-text").last().textContent();
+    const stored = await api(`/api/sessions/${session.id}`);
+    const storedText = stored.turns.at(-1).blocks.at(-1).text;
+    assert.equal(answer.trim(), storedText.trim(), "the answer shows exactly once, complete");
+    assert.equal((answer.match(/Sentence number 1 /g) || []).length, 1);
+    assert.ok(answer.trim().endsWith("THE END."));
+    assert.equal(await page.locator(".turn").count(), 1);
+    await shot(page, "reload-resumed");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("a second tab sees the notebook change live", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Two tabs");
+    const first = await openPage(context, session.id);
+    const second = await openPage(context, session.id);
+    await second.waitForSelector("#live-state[data-state='live']");
+    await first.bringToFront();
+    await send(first, "Create an example notebook with some data analysis");
+    // The second tab never sent anything, yet its notebook fills as the first tab's turn runs.
+    await second.waitForSelector(".cell[data-status='running'], .cell[data-status='success']");
+    await second.waitForFunction(() => document.querySelectorAll(".cell[data-status='success']").length === 3,
+      null, { timeout: TURN_TIMEOUT });
+    await second.waitForSelector(".cell .out-table table");
+    await second.waitForSelector(".cell .out-plotly.rendered .js-plotly-plot", { timeout: 30_000 });
+    await waitTurnStatus(first, "complete");
+    // Both tabs show the same cells in the same order.
+    const ids = (p) => p.locator(".cell").evaluateAll((cells) => cells.map((c) => c.dataset.cellId));
+    assert.deepEqual(await ids(second), await ids(first));
+    await shot(second, "second-tab");
+    assert.deepEqual(first.errors, []);
+    assert.deepEqual(second.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("sessions can be created, switched and deleted from the keyboard", async () => {
+  const context = await launch();
+  try {
+    const page = await openPage(context);
+    page.on("dialog", (d) => d.accept());
+    await page.focus("#new-session");
+    await page.keyboard.press("Enter");
+    await page.waitForSelector(".session-list li.current");
+    const sid = await page.evaluate(() => document.body.dataset.sessionId);
+    assert.ok(sid);
+    assert.equal(await page.evaluate(() => document.activeElement?.id), "message", "focus moves to the message box");
+    await page.locator(".session-list li.current .session-delete").click();
+    await page.waitForFunction((id) => !document.querySelector(`[data-session-id='${id}']`), sid);
+    const remaining = await api("/api/sessions");
+    assert.ok(!remaining.sessions.some((s) => s.id === sid));
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});

@@ -1,0 +1,49 @@
+"""Files the web UI needs that do not live in ``static/``.
+
+``/vendor/plotly.min.js``: the Plotly bundle shipped inside the Python ``plotly`` package
+(``plotly/package_data/plotly.min.js``), so the page draws the notebook's figures with the
+very version that produced them, offline, without a copy in this repository. The page
+loads it only when a cell shows a figure. No key is needed: it is a public library file.
+
+Mount with ``Router(routes=[*static_routes.routes, ...])`` (before a catch-all mount).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import lru_cache
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Route
+
+PLOTLY_PATH = "/vendor/plotly.min.js"
+
+
+@lru_cache(maxsize=1)
+def plotly_js_file() -> Path | None:
+    """The bundled ``plotly.min.js`` of the installed ``plotly`` package, or None."""
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / "package_data" / "plotly.min.js"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+async def plotly_js(request: Request) -> Response:
+    path = plotly_js_file()
+    if path is None:
+        return JSONResponse({"error": "not_found",
+                             "message": "plotly is not installed (pip install 'turnstream[notebook]')"},
+                            status_code=404)
+    return FileResponse(path, media_type="text/javascript",
+                        headers={"Cache-Control": "public, max-age=86400"})
+
+
+routes: list[Route] = [Route(PLOTLY_PATH, plotly_js, methods=["GET", "HEAD"], name="plotly_js")]
+
+__all__ = ["PLOTLY_PATH", "plotly_js", "plotly_js_file", "routes"]
