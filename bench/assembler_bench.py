@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 
 from turnstream.assemble import Assembler
+from turnstream.blocks import Usage
 from turnstream.providers.anthropic import StreamParser
 from turnstream.providers.base import BlockClosed, BlockOpened, Delta, StepEnded
 from turnstream.sse import SSEDecoder
-from turnstream.blocks import Usage
 
 SIZES = (2_000, 50_000, 500_000)
 FRAG = 8

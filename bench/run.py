@@ -66,7 +66,7 @@ def main() -> int:
 
     if (REPO / "bench" / "store_bench.py").exists():
         step("store: blocks appended per second")
-        failed |= run([py, str(REPO / "bench" / "store_bench.py")] + (["--quick"] if a.quick else []))
+        failed |= run([py, str(REPO / "bench" / "store_bench.py")] + (["--seconds", "0.3"] if a.quick else []))
 
     shared = shared_bench()
     if (shared / "run.py").exists():

@@ -12,8 +12,8 @@ the conversation continues across calls and processes.
 from __future__ import annotations
 
 import asyncio
-from contextlib import aclosing
 from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import aclosing
 from typing import Any
 
 from .blocks import Turn

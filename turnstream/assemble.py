@@ -55,8 +55,18 @@ class AssemblyError(Exception):
 
 
 class Assembler:
-    __slots__ = ("_next_seq", "_open", "finished", "origin", "provider", "snapshots", "step", "stop_reason",
-                 "usage", "raw_stop_reason")
+    __slots__ = (
+        "_next_seq",
+        "_open",
+        "finished",
+        "origin",
+        "provider",
+        "raw_stop_reason",
+        "snapshots",
+        "step",
+        "stop_reason",
+        "usage",
+    )
 
     def __init__(self, *, step: int, first_seq: int, origin: str, provider: str, snapshots: bool = True) -> None:
         self.step = step

@@ -135,10 +135,7 @@ class PartialJSON:
             return s.strip() if self._scalar_start < 0 else _complete_scalar(s, self._scalar_start)
         top, want = self._stack[-1], self._expect[-1]
         if self._in_str:
-            if self._in_key:
-                s = _drop_member(s, self._member_start[-1])
-            else:
-                s = _close_string(s)
+            s = _drop_member(s, self._member_start[-1]) if self._in_key else _close_string(s)
         elif self._scalar_start >= 0:
             done = _complete_scalar(s[self._scalar_start:], 0)
             s = s[: self._scalar_start] + done if done else _drop_member(s, self._member_start[-1])

@@ -28,7 +28,8 @@ def feed_all(doc: str, size: int) -> PartialJSON:
 @settings(max_examples=300, deadline=None)
 @given(value=st.dictionaries(st.text(max_size=8), json_values, max_size=5), size=st.integers(1, 9),
        indent=st.sampled_from([None, 1]))
-def test_every_prefix_repairs_to_valid_json_and_the_whole_is_exact(value: object, size: int, indent: int | None) -> None:
+def test_every_prefix_repairs_to_valid_json_and_the_whole_is_exact(
+        value: object, size: int, indent: int | None) -> None:
     doc = json.dumps(value, indent=indent)
     p = PartialJSON()
     for i in range(0, len(doc), size):

@@ -57,7 +57,8 @@ def frames(script: StepScript, *, msg_id: str, model: str, truncate: bool = Fals
     size = script.fragment_size
     for i, b in enumerate(script.blocks):
         if b.type == "text":
-            out.append(_frame({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}))
+            start = {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}
+            out.append(_frame(start))
             for f in fragments(b.text, size):
                 out.append(_frame({"type": "content_block_delta", "index": i,
                                    "delta": {"type": "text_delta", "text": f}}))

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from contextlib import aclosing
 from collections.abc import Callable
+from contextlib import aclosing
 from typing import Any
 
 import pytest
@@ -55,7 +55,7 @@ async def test_loop_runs_every_step_until_the_model_is_done(provider_for: Make, 
     assert turn.text == "done: echo:one echo:three"
     calls = [b for b in turn.blocks if isinstance(b, ToolUseBlock)]
     assert [c.input for c in calls] == [{"value": "one"}, {"value": "two"}, {"value": "three"}]
-    assert [c.raw_input for c in calls][0] == '{"value": "one"}'
+    assert calls[0].raw_input == '{"value": "one"}'
     assert turn.usage.input_tokens == 40 and len(turn.step_usage) == 4
     # every follow-up carried the assistant's call right before its result
     last = mock.requests(p.model)[-1]["messages"]
