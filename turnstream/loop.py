@@ -154,7 +154,8 @@ class TurnRunner:
             elif type(ev) is TurnComplete:
                 await self.store.finish_turn(
                     self.turn_id, status=ev.status, stop_reason=ev.stop_reason,  # type: ignore[arg-type]
-                    usage=self._usage, steps=self._step, event=stored, error=self._error)
+                    usage=self._usage, steps=self._step, event=stored, error=self._error,
+                    step_usage=self._step_usage)
             else:
                 await self.store.append_event(stored, status)
         if self.on_event is not None:

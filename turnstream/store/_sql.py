@@ -98,10 +98,20 @@ def session_from_row(row: Sequence[Any]) -> Session:
                    created_at=row[5])
 
 
+def usage_to_json(usage: Usage, step_usage: Sequence[Usage] = ()) -> str:
+    """The turn's ``usage`` column: the totals, plus each step's usage under ``per_step``."""
+    doc = usage.model_dump()
+    doc["per_step"] = [u.model_dump() for u in step_usage]
+    return orjson.dumps(doc).decode()
+
+
 def turn_from_row(row: Sequence[Any], blocks: list[Block]) -> Turn:
     """A turn from a row of TURN_COLS (JSON columns as str or bytes) and its parsed blocks."""
+    raw = row[5]
+    doc = orjson.loads(raw) if isinstance(raw, str | bytes) else dict(raw or {})
+    per_step = [Usage.model_validate(u) for u in doc.pop("per_step", None) or []]
     return Turn(id=row[0], session_id=row[1], input=row[2], status=row[3], stop_reason=row[4],
-                usage=Usage.model_validate_json(row[5]), steps=row[6], model=row[7], error=row[8],
+                usage=Usage.model_validate(doc), step_usage=per_step, steps=row[6], model=row[7], error=row[8],
                 created_at=row[9], blocks=blocks)
 
 

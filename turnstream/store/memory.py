@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -174,12 +175,14 @@ class MemoryStore:
     async def finish_turn(
         self, turn_id: str, *, status: TurnStatus, stop_reason: TurnStopReason | None, usage: Usage,
         steps: int, error: str | None = None, event: StoredEvent | None = None,
+        step_usage: Sequence[Usage] = (),
     ) -> None:
         t = self._turns[turn_id]
         if event is not None and event.n < self._next_n(turn_id):
             raise SeqConflictError(f"event {event.n} is not above the last event of {turn_id}")
         self._check_open(t, status)
         t.stop_reason, t.usage, t.steps, t.error = stop_reason, usage, steps, error
+        t.step_usage = list(step_usage)
         self._set(t, status)
         if event is not None:
             self._events[turn_id].append(event)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, NoReturn
 
@@ -50,6 +50,7 @@ from ._sql import (
     migrations,
     session_from_row,
     turn_from_row,
+    usage_to_json,
 )
 from .keys import hash_key, new_key
 from .protocol import SeqConflictError, StoredEvent, TurnConflictError, User
@@ -380,8 +381,9 @@ class PostgresStore:
     async def finish_turn(
         self, turn_id: str, *, status: TurnStatus, stop_reason: TurnStopReason | None, usage: Usage,
         steps: int, error: str | None = None, event: StoredEvent | None = None,
+        step_usage: Sequence[Usage] = (),
     ) -> None:
-        params: dict[str, Any] = {"tid": turn_id, "stop": stop_reason, "usage": usage.model_dump_json(),
+        params: dict[str, Any] = {"tid": turn_id, "stop": stop_reason, "usage": usage_to_json(usage, step_usage),
                                   "steps": steps, "error": error, "status": status, "runner": self.runner_id}
         if event is None:
             sql = self._SET_STATUS.replace(" WHERE", self._OUTCOME + " WHERE")

@@ -26,6 +26,7 @@ every backend. What the runtime relies on:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -145,6 +146,7 @@ class Store(Protocol):
     async def finish_turn(
         self, turn_id: str, *, status: TurnStatus, stop_reason: TurnStopReason | None, usage: Usage,
         steps: int, error: str | None = None, event: StoredEvent | None = None,
+        step_usage: Sequence[Usage] = (),
     ) -> None:
         """Record the end of a turn (status, stop reason, usage, steps) with its final event."""
         ...

@@ -16,7 +16,7 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -37,6 +37,7 @@ from ._sql import (
     parse_block,
     session_from_row,
     turn_from_row,
+    usage_to_json,
 )
 from .keys import hash_key, new_key
 from .protocol import SeqConflictError, StoredEvent, TurnConflictError, User
@@ -393,8 +394,9 @@ class SQLiteStore:
     async def finish_turn(
         self, turn_id: str, *, status: TurnStatus, stop_reason: TurnStopReason | None, usage: Usage,
         steps: int, error: str | None = None, event: StoredEvent | None = None,
+        step_usage: Sequence[Usage] = (),
     ) -> None:
-        usage_json = usage.model_dump_json()
+        usage_json = usage_to_json(usage, step_usage)
 
         def op(c: sqlite3.Connection) -> None:
             with _write(c):
