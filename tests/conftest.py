@@ -19,7 +19,8 @@ _PG_ADMIN = [u for u in (os.environ.get("TURNSTREAM_TEST_PG"),
 def pg_url() -> Iterator[str]:
     """A URL of a fresh PostgreSQL database for this test session, dropped at its end.
 
-    Skips when no server answers (``scripts/ensure-postgres.sh`` starts the local one).
+    Fails when no server answers: ``make test`` starts the local one (``scripts/ensure-postgres.sh``),
+    and a test that needs PostgreSQL must not pass by being skipped.
     """
     psycopg = pytest.importorskip("psycopg")
     errors: list[str] = []
@@ -31,7 +32,7 @@ def pg_url() -> Iterator[str]:
             continue
         break
     else:
-        pytest.skip("PostgreSQL is not reachable (run scripts/ensure-postgres.sh): " + "; ".join(errors))
+        pytest.fail("PostgreSQL is not reachable (run scripts/ensure-postgres.sh): " + "; ".join(errors))
     name = f"turnstream_test_{uuid.uuid4().hex[:12]}"
     with conn:
         conn.execute(f'CREATE DATABASE "{name}"')
