@@ -1,0 +1,380 @@
+"""OpenAI Chat Completions adapter (``openai:<model>``), for OpenAI and compatible servers.
+
+Wire facts this module handles (PROVIDER-FACTS.md):
+
+* tool calls arrive as ``choices[0].delta.tool_calls[]`` fragments keyed by ``index``, with
+  ``id`` and ``name`` only in the first one. Ollama sends every parallel call at
+  ``index: 0``: a fragment with an ``id`` different from the call open at that index starts
+  a new call. Mistral omits ``index`` (its position in the list is used); Qwen repeats
+  ``id: ""`` and GLM ``name: ""`` on continuations (empty means "not given").
+* ``arguments`` may be a string (streamed as is), an object (serialised once here), or
+  ``null`` / ``""`` (nothing; an empty call is ``{}``).
+* a tool call is final on the step's end, never because its JSON happens to parse: blocks
+  close when ``data: [DONE]`` arrives, or when the body ends cleanly after a
+  ``finish_reason`` (some servers never send ``[DONE]``). A body that ends before any
+  ``finish_reason`` is a broken stream.
+* ``finish_reason``: ``tool_calls`` → ``tool_use``; ``stop`` with tool calls present →
+  ``tool_use`` (servers that end tool calls that way); ``length`` → ``max_tokens``;
+  ``content_filter`` → ``refusal``; ``stop`` after a ``delta.refusal`` → ``refusal``.
+* a chunk carrying ``error`` (Groq ``event: error``, OpenRouter's error chunk) raises
+  ``ProviderStreamError``, retryable only for server-side error types.
+* usage: the chunk with ``usage`` (``stream_options.include_usage``; an empty ``choices``
+  list at OpenAI, the finish chunk at Groq/Mistral). ``input_tokens`` is ``prompt_tokens``
+  as the API counts it (cached tokens included), ``cache_read_input_tokens`` its cached part.
+
+Decisions:
+
+* Reasoning text (``delta.reasoning_content`` of DeepSeek/xAI/Z.ai, ``delta.reasoning`` of
+  Groq/OpenRouter) becomes a ``thinking`` block without a signature: shown and stored, never
+  sent back (the Chat format has no standard request field for it, and DeepSeek rejects
+  ``reasoning_content`` in requests), so the transcript leaves it out.
+* ``delta.refusal`` text becomes a text block (and the stop reason ``refusal``);
+  ``delta.annotations`` (OpenRouter URL citations) become the text block's citations.
+* Only choice 0 is read (turnstream never asks for ``n > 1``).
+* Missing tool-call ids get a generated one: ``call_`` + 24 random characters for
+  api.openai.com, 9 random alphanumerics for any other base URL (vLLM and Mistral reject
+  other shapes, and every other server accepts them). ``tool_id_style`` overrides.
+* ``max_completion_tokens`` for api.openai.com, ``max_tokens`` for compatible servers.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import string
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from typing import Any, Literal, cast
+from urllib.parse import urlsplit
+
+import orjson
+
+from ..blocks import StopReason, TextBlock, ToolResultBlock, ToolUseBlock, Usage
+from ..errors import ProviderStreamError, StreamBrokenError, UsageError
+from ..retry import RETRYABLE_ERROR_TYPES
+from ..sse import SSEDecoder
+from . import http
+from .base import BlockClosed, BlockOpened, Delta, Message, ModelRequest, ProviderEvent, StepEnded
+
+log = logging.getLogger("turnstream.providers.openai_chat")
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+_ALNUM = string.ascii_letters + string.digits
+# OpenAI-side error types and codes worth another try; everything else is the request's fault.
+RETRYABLE_OPENAI_ERRORS = RETRYABLE_ERROR_TYPES | {
+    "rate_limit_exceeded", "server_is_overloaded", "overloaded", "engine_overloaded", "slow_down",
+}
+ToolIdStyle = Literal["openai", "short"]
+
+
+def new_tool_id(style: ToolIdStyle) -> str:
+    """A fresh tool-call id: ``call_`` + 24 characters, or 9 alphanumerics (vLLM/Mistral)."""
+    if style == "short":
+        return "".join(secrets.choice(_ALNUM) for _ in range(9))
+    return "call_" + "".join(secrets.choice(_ALNUM) for _ in range(24))
+
+
+def is_openai_host(base_url: str) -> bool:
+    host = urlsplit(base_url).hostname or ""
+    return host == "api.openai.com" or host.endswith(".openai.com")
+
+
+def stream_error(err: Any, *, what: str = "error in the stream") -> ProviderStreamError:
+    """An in-band error object (``{"message", "type", "code"}``, or a bare string) as an exception."""
+    if isinstance(err, dict):
+        message = str(err.get("message") or what)
+        etype = err.get("type")
+        code = err.get("code")
+    else:
+        message, etype, code = str(err or what), None, None
+    kinds = {str(k) for k in (etype, code) if k}
+    error_type = str(etype or code) if (etype or code) else None
+    status = code if isinstance(code, int) else 200
+    retryable = bool(kinds & RETRYABLE_OPENAI_ERRORS) or (isinstance(code, int) and code >= 500)
+    return ProviderStreamError(message, status=status, error_type=error_type, retryable=retryable)
+
+
+def arguments_text(call: ToolUseBlock) -> str:
+    """The arguments to send back: the model's own bytes when they are a JSON object (never
+    re-encoded), else the parsed input serialised once."""
+    raw = call.raw_input
+    if raw and not call.input_error:
+        try:
+            if isinstance(orjson.loads(raw), dict):
+                return raw
+        except orjson.JSONDecodeError:
+            pass
+    return orjson.dumps(call.input).decode()
+
+
+# -- request -------------------------------------------------------------------------------
+
+def messages_to_wire(req: ModelRequest) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if req.system:
+        out.append({"role": "system", "content": req.system})
+    for m in req.messages:
+        if m.role == "assistant":
+            out.extend(_assistant(m))
+            continue
+        texts: list[str] = []
+        for b in m.blocks:
+            if isinstance(b, ToolResultBlock):
+                out.append({"role": "tool", "tool_call_id": b.tool_use_id, "content": b.content})
+            elif isinstance(b, str):
+                texts.append(b)
+            elif isinstance(b, TextBlock):
+                texts.append(b.text)
+        if texts:
+            out.append({"role": "user", "content": "\n\n".join(texts)})
+    return out
+
+
+def _assistant(m: Message) -> list[dict[str, Any]]:
+    texts = [b.text for b in m.blocks if isinstance(b, TextBlock) and b.text]
+    calls = [b for b in m.blocks if isinstance(b, ToolUseBlock)]
+    if not texts and not calls:
+        return []  # thinking or provider-native blocks only: nothing this API can take
+    msg: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+    if calls:
+        msg["tool_calls"] = [{"id": c.tool_use_id, "type": "function",
+                              "function": {"name": c.name, "arguments": arguments_text(c)}} for c in calls]
+    return [msg]
+
+
+def request_body(req: ModelRequest, *, openai_native: bool = True) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": req.model,
+        "messages": messages_to_wire(req),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        ("max_completion_tokens" if openai_native else "max_tokens"): req.max_tokens,
+    }
+    if req.tools:
+        body["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                           "parameters": t.input_schema}} for t in req.tools]
+        if req.tool_choice == "none":
+            body["tool_choice"] = "none"
+    return body
+
+
+# -- response ------------------------------------------------------------------------------
+
+def _usage(u: dict[str, Any], into: Usage) -> None:
+    if u.get("prompt_tokens") is not None:
+        into.input_tokens = int(u["prompt_tokens"])
+    if u.get("completion_tokens") is not None:
+        into.output_tokens = int(u["completion_tokens"])
+    details = u.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if cached is None:
+        cached = u.get("prompt_cache_hit_tokens")  # DeepSeek's own name
+    if cached is not None:
+        into.cache_read_input_tokens = int(cached)
+
+
+class _Call:
+    __slots__ = ("id", "key")
+
+    def __init__(self, key: str, id_: str | None) -> None:
+        self.key = key
+        self.id = id_
+
+
+class StreamParser:
+    """Maps decoded Chat Completions chunks to neutral events; knows nothing of HTTP.
+
+    ``parse()`` takes one SSE ``data`` payload; ``end_of_body()`` is called when the body
+    ended without ``[DONE]``. Both return the events to pass on (a list, maybe empty).
+    """
+
+    __slots__ = ("_calls", "_id_style", "_ids", "_n", "_open", "_reasoning", "_refused", "_text", "done",
+                 "finish_raw", "usage")
+
+    def __init__(self, *, id_style: ToolIdStyle = "openai") -> None:
+        self.usage = Usage()
+        self.finish_raw: str | None = None
+        self.done = False
+        self._id_style: ToolIdStyle = id_style
+        self._open: dict[str, str] = {}  # key -> kind, in opening order (= seq order)
+        self._text: str | None = None
+        self._reasoning: str | None = None
+        self._calls: dict[int, _Call] = {}
+        self._ids: set[str] = set()
+        self._n = 0
+        self._refused = False
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _key(self, prefix: str) -> str:
+        self._n += 1
+        return f"{prefix}{self._n}"
+
+    def _close(self, key: str | None, out: list[ProviderEvent]) -> None:
+        if key is not None and self._open.pop(key, None) is not None:
+            out.append(BlockClosed(key))
+
+    def _fresh_id(self) -> str:
+        while True:
+            tid = new_tool_id(self._id_style)
+            if tid not in self._ids:
+                return tid
+
+    def _text_key(self, out: list[ProviderEvent]) -> str:
+        if self._text is None:
+            self._close(self._reasoning, out)
+            self._reasoning = None
+            self._text = self._key("text")
+            self._open[self._text] = "text"
+            out.append(BlockOpened(self._text, "text"))
+        return self._text
+
+    # -- parsing ---------------------------------------------------------------------------
+
+    def parse(self, data: str) -> list[ProviderEvent]:
+        if data.strip() == "[DONE]":
+            return self._finish("[DONE]")
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise StreamBrokenError(f"malformed chunk in the stream: {data[:200]!r}", retryable=True) from exc
+        if not isinstance(chunk, dict):
+            raise StreamBrokenError(f"unexpected chunk in the stream: {data[:200]!r}", retryable=True)
+        if chunk.get("error"):
+            raise stream_error(chunk["error"])
+        out: list[ProviderEvent] = []
+        for choice in chunk.get("choices") or ():
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                self._choice(choice, out)
+        u = chunk.get("usage")
+        if isinstance(u, dict):
+            _usage(u, self.usage)
+        return out
+
+    def _choice(self, choice: dict[str, Any], out: list[ProviderEvent]) -> None:
+        delta = choice.get("delta") or {}
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            if self._reasoning is None:
+                self._close(self._text, out)
+                self._text = None
+                self._reasoning = self._key("thinking")
+                self._open[self._reasoning] = "thinking"
+                out.append(BlockOpened(self._reasoning, "thinking"))
+            out.append(Delta(self._reasoning, "thinking", reasoning))
+        for field in ("content", "refusal"):
+            piece = delta.get(field)
+            if isinstance(piece, str) and piece:
+                if field == "refusal":
+                    self._refused = True
+                out.append(Delta(self._text_key(out), "text", piece))
+        annotations = delta.get("annotations")
+        if isinstance(annotations, list) and annotations:
+            key = self._text_key(out)
+            out.extend(Delta(key, "citation", a) for a in annotations)
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for pos, tc in enumerate(calls):
+                if isinstance(tc, dict):
+                    self._tool_call(pos, tc, out)
+        if choice.get("finish_reason"):
+            self.finish_raw = str(choice["finish_reason"])
+
+    def _tool_call(self, pos: int, tc: dict[str, Any], out: list[ProviderEvent]) -> None:
+        index = tc.get("index")
+        if not isinstance(index, int):
+            index = pos  # Mistral sends no index: the position in this list
+        fn = tc.get("function") or {}
+        tid = tc.get("id") or None
+        cur = self._calls.get(index)
+        if cur is None or (tid is not None and cur.id is not None and tid != cur.id):
+            # A new call: the first at this index, or (Ollama) a new id at a known index.
+            for key in (self._text, self._reasoning):
+                self._close(key, out)
+            self._text = self._reasoning = None
+            if tid is None or tid in self._ids:
+                tid = self._fresh_id()
+            self._ids.add(tid)
+            cur = self._calls[index] = _Call(self._key("call"), tid)
+            self._open[cur.key] = "tool_use"
+            out.append(BlockOpened(cur.key, "tool_use", tool_use_id=tid, name=fn.get("name") or ""))
+        args = fn.get("arguments")
+        if isinstance(args, str):
+            if args:
+                out.append(Delta(cur.key, "input_json", args))
+        elif isinstance(args, dict | list):
+            out.append(Delta(cur.key, "input_json", orjson.dumps(args).decode()))  # encoded once, here
+
+    def _stop_reason(self) -> StopReason:
+        raw = self.finish_raw
+        has_calls = bool(self._calls)
+        if raw in ("tool_calls", "function_call"):
+            return "tool_use" if has_calls else "end_turn"
+        if raw == "length":
+            return "max_tokens"
+        if raw == "content_filter":
+            return "refusal"
+        if has_calls:
+            return "tool_use"
+        if raw not in ("stop", "eos", "end_turn", None):
+            log.warning("unknown finish_reason %r, treated as stop", raw)
+        return "refusal" if self._refused else "end_turn"
+
+    def _finish(self, how: str) -> list[ProviderEvent]:
+        if self.finish_raw is None:
+            raise StreamBrokenError(f"the stream ended ({how}) before any finish_reason", retryable=True)
+        out: list[ProviderEvent] = [BlockClosed(k) for k in self._open]
+        self._open.clear()
+        self.done = True
+        out.append(StepEnded(self._stop_reason(), self.usage, self.finish_raw))
+        return out
+
+    def end_of_body(self) -> list[ProviderEvent]:
+        """The body ended without ``[DONE]``: complete only if a finish_reason was seen."""
+        if self.done:
+            return []
+        return self._finish("without [DONE]")
+
+
+class OpenAIChatProvider:
+    name = "openai"
+
+    def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
+                 tool_id_style: ToolIdStyle | None = None) -> None:
+        self.model = model
+        root = (base_url or http.env("OPENAI_BASE_URL", OPENAI_BASE_URL) or OPENAI_BASE_URL).rstrip("/")
+        self.openai_native = is_openai_host(root)
+        self.api_key = api_key or http.env("OPENAI_API_KEY")
+        if not self.api_key:
+            if self.openai_native:
+                raise UsageError("OPENAI_API_KEY is not set (or pass api_key=)")
+            self.api_key = "none"  # local servers (Ollama, vLLM, llama.cpp) take any key
+        self.url = root + "/chat/completions"
+        self.tool_id_style: ToolIdStyle = tool_id_style or ("openai" if self.openai_native else "short")
+        self._client = http.make_client()
+        self._headers = {"authorization": f"Bearer {self.api_key}", "content-type": "application/json",
+                         "accept": "text/event-stream"}
+
+    @property
+    def origin(self) -> str:
+        return f"{self.name}:{self.model}"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        parser = StreamParser(id_style=self.tool_id_style)
+        decoder = SSEDecoder()
+        body = request_body(request, openai_native=self.openai_native)
+        opened = cast(AsyncGenerator[bytes, None],
+                      http.open_stream(self._client, self.url, self._headers, body))
+        async with aclosing(opened) as chunks:
+            async for chunk in chunks:
+                for sse in decoder.feed(chunk):
+                    for ev in parser.parse(sse.data):
+                        yield ev
+                if parser.done:
+                    return
+        decoder.flush()
+        for ev in parser.end_of_body():
+            yield ev
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

@@ -1,0 +1,425 @@
+"""OpenAI Responses API adapter (``openai-responses:<model>``).
+
+The stream is typed events (``event: response.…`` lines are optional: OpenRouter omits them,
+so the payload's ``type`` decides). Output items are keyed by ``output_index`` (item ids
+are not stable everywhere: GitHub Copilot rotates them per event):
+
+* ``message`` → a ``text`` block (``output_text`` and ``refusal`` deltas; annotations become
+  citations);
+* ``function_call`` → a ``tool_use`` block keyed by ``call_id``; argument deltas stream as
+  they come; servers that send no deltas (xAI, LM Studio) get the arguments from
+  ``…arguments.done`` or the finished item. The call is final on ``…arguments.done`` /
+  ``output_item.done`` / the response's end, never because its JSON parses;
+* ``reasoning`` → a ``thinking`` block (see below);
+* any other item (hosted tools, MCP, ``custom_tool_call``, …) → a ``provider`` block whose
+  ``data`` is ``{"type": <item type>, "input": <the finished item>}``, replayed to the same
+  origin only, except client-side call kinds turnstream never declares and so cannot answer
+  (``custom_tool_call``, ``local_shell_call``, ``shell_call``, ``apply_patch_call``,
+  ``computer_call``), which are left out of later requests.
+
+Blocks close in output order even when a server interleaves items (OpenRouter finishes the
+message before the reasoning it follows), because turn blocks are stored in ``seq`` order.
+
+The step ends on ``response.completed`` (``tool_use`` when it holds function calls, else
+``end_turn``), ``response.incomplete`` (``max_tokens``; ``content_filter`` → ``refusal``;
+items left open are closed, so cut-off arguments fail to parse and are never run) or
+``response.failed`` (``ProviderStreamError``). A top-level ``error`` event raises
+``ProviderStreamError`` classified by its type/code. A body that ends without one of the
+three final events is a ``StreamBrokenError``, whatever came before (``[DONE]`` included).
+
+Reasoning items: stored as a ``ThinkingBlock``. ``thinking`` is the readable part (summary
+parts joined by a blank line, or raw ``reasoning_text``); ``signature`` is
+``{"item": <the reasoning item exactly as output_item.done carried it>, "next_id": <id of
+the item that followed it>}`` as compact JSON. The transcript sends thinking only to the
+model that made it (``origin``) and never without a signature; this adapter replays the
+item verbatim and only right before the block that followed it, to which it gives back its
+original item id (the API pairs the two by id); a reasoning item with nothing after it is
+left out ("Item 'rs_…' of type 'reasoning' was provided without its required following
+item").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from typing import Any, cast
+
+import orjson
+
+from ..blocks import (
+    Block,
+    ProviderBlock,
+    StopReason,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
+from ..errors import StreamBrokenError, UsageError
+from ..sse import SSEDecoder
+from . import http
+from .base import BlockClosed, BlockOpened, Delta, ModelRequest, ProviderEvent, StepEnded
+from .openai_chat import (
+    OPENAI_BASE_URL,
+    ToolIdStyle,
+    arguments_text,
+    is_openai_host,
+    new_tool_id,
+    stream_error,
+)
+
+log = logging.getLogger("turnstream.providers.openai_responses")
+
+CLIENT_SIDE_ITEMS = frozenset({"custom_tool_call", "local_shell_call", "shell_call", "apply_patch_call",
+                               "computer_call"})
+"""Call items a client must answer; turnstream declares no such tools, so it cannot."""
+_FINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
+
+
+def _usage(u: dict[str, Any] | None) -> Usage:
+    usage = Usage()
+    if not isinstance(u, dict):
+        return usage
+    usage.input_tokens = int(u.get("input_tokens") or 0)
+    usage.output_tokens = int(u.get("output_tokens") or 0)
+    details = u.get("input_tokens_details")
+    if isinstance(details, dict):
+        usage.cache_read_input_tokens = int(details.get("cached_tokens") or 0)
+    return usage
+
+
+# -- request -------------------------------------------------------------------------------
+
+def reasoning_of(block: ThinkingBlock) -> tuple[dict[str, Any], str | None] | None:
+    """The stored reasoning item and the id of its following item, if this block holds one."""
+    try:
+        sig = orjson.loads(block.signature)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(sig, dict) or not isinstance(sig.get("item"), dict):
+        return None
+    if sig["item"].get("type") != "reasoning":
+        return None
+    nxt = sig.get("next_id")
+    return sig["item"], nxt if isinstance(nxt, str) and nxt else None
+
+
+def _item_of(block: Block | str, item_id: str | None) -> dict[str, Any] | None:
+    """The input item an assistant block becomes, or None when it has none."""
+    if isinstance(block, TextBlock):
+        if not block.text:
+            return None
+        if item_id:
+            return {"type": "message", "id": item_id, "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": block.text, "annotations": []}]}
+        return {"role": "assistant", "content": block.text}
+    if isinstance(block, ToolUseBlock):
+        item: dict[str, Any] = {"type": "function_call", "call_id": block.tool_use_id, "name": block.name,
+                                "arguments": arguments_text(block)}
+        if item_id:
+            item["id"] = item_id
+        return item
+    if isinstance(block, ProviderBlock):
+        stored = block.data.get("input")
+        if isinstance(stored, dict) and stored.get("type") and stored.get("type") not in CLIENT_SIDE_ITEMS:
+            return stored
+    return None
+
+
+def _assistant_items(blocks: list[Block | str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    i = 0
+    while i < len(blocks):
+        b = blocks[i]
+        if isinstance(b, ThinkingBlock):
+            found = reasoning_of(b)
+            nxt = blocks[i + 1] if i + 1 < len(blocks) else None
+            follower = None
+            if found is not None and found[1] is not None and nxt is not None:
+                follower = _item_of(nxt, found[1])
+            if found is not None and follower is not None:
+                out.append(found[0])
+                out.append(follower)
+                i += 2
+                continue
+            if found is not None:
+                log.debug("left out reasoning item %s: the item after it is not in the transcript",
+                          found[0].get("id"))
+            i += 1
+            continue
+        item = _item_of(b, None)
+        if item is not None:
+            out.append(item)
+        i += 1
+    return out
+
+
+def input_items(req: ModelRequest) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for m in req.messages:
+        if m.role == "assistant":
+            items.extend(_assistant_items(m.blocks))
+            continue
+        texts: list[str] = []
+        for b in m.blocks:
+            if isinstance(b, ToolResultBlock):
+                items.append({"type": "function_call_output", "call_id": b.tool_use_id, "output": b.content})
+            elif isinstance(b, str):
+                texts.append(b)
+            elif isinstance(b, TextBlock):
+                texts.append(b.text)
+        if texts:
+            items.append({"role": "user", "content": "\n\n".join(texts)})
+    return items
+
+
+def request_body(req: ModelRequest) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": req.model, "input": input_items(req), "stream": True,
+                            "max_output_tokens": req.max_tokens}
+    if req.system:
+        body["instructions"] = req.system
+    if req.tools:
+        body["tools"] = [{"type": "function", "name": t.name, "description": t.description,
+                          "parameters": t.input_schema, "strict": False} for t in req.tools]
+        if req.tool_choice == "none":
+            body["tool_choice"] = "none"
+    return body
+
+
+# -- response ------------------------------------------------------------------------------
+
+class _Item:
+    __slots__ = ("done", "done_item", "got_args", "kind", "next_id", "parts", "pending_args", "type")
+
+    def __init__(self, type_: str, kind: str) -> None:
+        self.type = type_
+        self.kind = kind
+        self.done = False
+        self.done_item: dict[str, Any] | None = None
+        self.got_args = False
+        self.pending_args: str | None = None
+        self.next_id: str | None = None
+        self.parts: set[tuple[Any, Any]] = set()
+
+
+class StreamParser:
+    """Maps decoded Responses events to neutral events; knows nothing of HTTP."""
+
+    __slots__ = ("_by_item_id", "_closed", "_has_calls", "_id_style", "_items", "_order", "done", "usage")
+
+    def __init__(self, *, id_style: ToolIdStyle = "openai") -> None:
+        self.usage = Usage()
+        self.done = False
+        self._id_style: ToolIdStyle = id_style
+        self._items: dict[int, _Item] = {}
+        self._order: list[int] = []  # open items, in opening (= seq) order
+        self._by_item_id: dict[str, int] = {}
+        self._closed: set[int] = set()
+        self._has_calls = False
+
+    def parse(self, data: str) -> list[ProviderEvent]:
+        if data.strip() == "[DONE]":
+            return []  # OpenRouter's trailer; the typed final event is what counts
+        try:
+            ev = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise StreamBrokenError(f"malformed event in the stream: {data[:200]!r}", retryable=True) from exc
+        if not isinstance(ev, dict):
+            raise StreamBrokenError(f"unexpected event in the stream: {data[:200]!r}", retryable=True)
+        t = ev.get("type")
+        out: list[ProviderEvent] = []
+        if t == "response.output_item.added":
+            self._added(ev, out)
+        elif t in ("response.output_text.delta", "response.refusal.delta"):
+            idx = self._index(ev)
+            if idx is not None and ev.get("delta"):
+                out.append(Delta(idx, "text", ev["delta"]))
+        elif t == "response.function_call_arguments.delta":
+            idx = self._index(ev)
+            if idx is not None and ev.get("delta"):
+                self._items[idx].got_args = True
+                out.append(Delta(idx, "input_json", ev["delta"]))
+        elif t == "response.function_call_arguments.done":
+            idx = self._index(ev)
+            if idx is not None:
+                self._complete_args(idx, ev.get("arguments"), out)
+        elif t in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            idx = self._index(ev)
+            if idx is not None and ev.get("delta"):
+                self._thinking(idx, ev, out)
+        elif t == "response.output_text.annotation.added":
+            idx = self._index(ev)
+            if idx is not None and isinstance(ev.get("annotation"), dict):
+                out.append(Delta(idx, "citation", ev["annotation"]))
+        elif t == "response.output_item.done":
+            self._item_done(ev, out)
+        elif t in _FINAL_EVENTS:
+            return self._final(t, ev)
+        elif t == "error":
+            raise stream_error(ev.get("error") if isinstance(ev.get("error"), dict) else ev)
+        return out
+
+    # -- items -----------------------------------------------------------------------------
+
+    def _index(self, ev: dict[str, Any]) -> int | None:
+        idx = ev.get("output_index")
+        if not isinstance(idx, int):
+            idx = self._by_item_id.get(str(ev.get("item_id")))
+        if idx is None or idx not in self._items or idx in self._closed:
+            return None
+        return idx
+
+    def _added(self, ev: dict[str, Any], out: list[ProviderEvent]) -> None:
+        item = ev.get("item") or {}
+        idx = ev.get("output_index")
+        if not isinstance(idx, int):
+            idx = max(self._items, default=-1) + 1
+        if idx in self._items:
+            return
+        itype = str(item.get("type") or "")
+        if item.get("id"):
+            self._by_item_id[str(item["id"])] = idx
+        prev = self._items.get(idx - 1)
+        if prev is not None and prev.type == "reasoning" and prev.next_id is None:
+            prev.next_id = str(item.get("id") or "") or None
+        if itype == "message":
+            st = _Item(itype, "text")
+            out.append(BlockOpened(idx, "text"))
+        elif itype == "reasoning":
+            st = _Item(itype, "thinking")
+            out.append(BlockOpened(idx, "thinking"))
+        elif itype == "function_call":
+            st = _Item(itype, "tool_use")
+            self._has_calls = True
+            call_id = str(item.get("call_id") or "") or new_tool_id(self._id_style)
+            out.append(BlockOpened(idx, "tool_use", tool_use_id=call_id, name=str(item.get("name") or "")))
+            if isinstance(item.get("arguments"), str) and item["arguments"]:
+                st.pending_args = item["arguments"]  # xAI: the whole call arrives here
+        else:
+            st = _Item(itype, "provider")
+            out.append(BlockOpened(idx, "provider", data={"type": itype}))
+        self._items[idx] = st
+        self._order.append(idx)
+        self._flush(out)  # a reasoning item waiting for its follower may close now
+
+    def _thinking(self, idx: int, ev: dict[str, Any], out: list[ProviderEvent]) -> None:
+        st = self._items[idx]
+        part = (ev.get("type"), ev.get("summary_index", ev.get("content_index")))
+        if part not in st.parts:
+            if st.parts:
+                out.append(Delta(idx, "thinking", "\n\n"))
+            st.parts.add(part)
+        out.append(Delta(idx, "thinking", ev["delta"]))
+
+    def _complete_args(self, idx: int, args: Any, out: list[ProviderEvent]) -> None:
+        st = self._items[idx]
+        if st.kind != "tool_use" or st.got_args:
+            return
+        text = args if isinstance(args, str) and args else st.pending_args
+        if text:
+            out.append(Delta(idx, "input_json", text))
+        st.got_args = True
+
+    def _item_done(self, ev: dict[str, Any], out: list[ProviderEvent]) -> None:
+        idx = self._index(ev)
+        if idx is None:
+            return
+        st = self._items[idx]
+        item = ev.get("item") if isinstance(ev.get("item"), dict) else {}
+        assert isinstance(item, dict)
+        st.done_item = item
+        if st.kind == "tool_use":
+            self._complete_args(idx, item.get("arguments"), out)
+        elif st.kind == "provider":
+            out.append(Delta(idx, "input_json", orjson.dumps(item).decode()))
+        st.done = True
+        self._flush(out)
+
+    def _flush(self, out: list[ProviderEvent], *, ending: bool = False) -> None:
+        """Close finished items from the front, so blocks close in output order. A reasoning
+        item also waits for the item after it (its id goes into the signature)."""
+        while self._order:
+            idx = self._order[0]
+            st = self._items[idx]
+            if not ending and (not st.done or (st.kind == "thinking" and st.next_id is None)):
+                return
+            self._order.pop(0)
+            if st.kind == "thinking" and st.done and st.done_item is not None:
+                sig = {"item": st.done_item, "next_id": st.next_id}
+                out.append(Delta(idx, "signature", orjson.dumps(sig).decode()))
+            if st.kind == "tool_use" and not st.got_args and st.pending_args:
+                self._complete_args(idx, None, out)  # a whole call in output_item.added, never finished
+            self._closed.add(idx)
+            out.append(BlockClosed(idx))
+
+    def _final(self, t: str, ev: dict[str, Any]) -> list[ProviderEvent]:
+        resp = ev.get("response") if isinstance(ev.get("response"), dict) else {}
+        assert isinstance(resp, dict)
+        if t == "response.failed":
+            err = resp.get("error") or {"message": "the response failed"}
+            raise stream_error(err, what="the response failed")
+        out: list[ProviderEvent] = []
+        self._flush(out, ending=True)
+        self.usage = _usage(resp.get("usage"))
+        self.done = True
+        stop: StopReason
+        if t == "response.incomplete":
+            details = resp.get("incomplete_details") or {}
+            reason = details.get("reason") if isinstance(details, dict) else None
+            stop = "refusal" if reason == "content_filter" else "max_tokens"
+            raw = f"incomplete:{reason}"
+        else:
+            stop = "tool_use" if self._has_calls else "end_turn"
+            raw = str(resp.get("status") or "completed")
+        out.append(StepEnded(stop, self.usage, raw))
+        return out
+
+    def end_of_body(self) -> None:
+        if not self.done:
+            raise StreamBrokenError("the stream ended without response.completed, response.incomplete "
+                                    "or response.failed", retryable=True)
+
+
+class OpenAIResponsesProvider:
+    name = "openai-responses"
+
+    def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
+                 tool_id_style: ToolIdStyle | None = None) -> None:
+        self.model = model
+        root = (base_url or http.env("OPENAI_BASE_URL", OPENAI_BASE_URL) or OPENAI_BASE_URL).rstrip("/")
+        native = is_openai_host(root)
+        self.api_key = api_key or http.env("OPENAI_API_KEY")
+        if not self.api_key:
+            if native:
+                raise UsageError("OPENAI_API_KEY is not set (or pass api_key=)")
+            self.api_key = "none"
+        self.url = root + "/responses"
+        self.tool_id_style: ToolIdStyle = tool_id_style or ("openai" if native else "short")
+        self._client = http.make_client()
+        self._headers = {"authorization": f"Bearer {self.api_key}", "content-type": "application/json",
+                         "accept": "text/event-stream"}
+
+    @property
+    def origin(self) -> str:
+        return f"{self.name}:{self.model}"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        parser = StreamParser(id_style=self.tool_id_style)
+        decoder = SSEDecoder()
+        body = request_body(request)
+        opened = cast(AsyncGenerator[bytes, None],
+                      http.open_stream(self._client, self.url, self._headers, body))
+        async with aclosing(opened) as chunks:
+            async for chunk in chunks:
+                for sse in decoder.feed(chunk):
+                    for ev in parser.parse(sse.data):
+                        yield ev
+                if parser.done:
+                    return
+        decoder.flush()
+        parser.end_of_body()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
