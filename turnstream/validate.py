@@ -76,3 +76,82 @@ def anthropic_errors(body: dict[str, Any]) -> str | None:
         if not thinking_on and is_final and any(b.get("type") in ("thinking", "redacted_thinking") for b in blocks):
             return "When thinking is disabled, an `assistant` message in the final position cannot contain `thinking`."
     return None
+
+
+def openai_chat_errors(body: dict[str, Any]) -> str | None:
+    """The first pairing rule a Chat Completions request breaks, as the API words it, or None."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "[] is too short - 'messages'"
+    pending: list[str] = []  # ids of the last assistant message's calls not answered yet
+    answerable: set[str] = set()  # ids a tool message may answer here
+    for i, m in enumerate(messages):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role not in ("system", "developer", "user", "assistant", "tool"):
+            return f"Invalid value: '{role}'. Supported values are: 'system', 'assistant', 'user', 'tool', " \
+                   "'function', and 'developer'."
+        if role != "tool" and pending:
+            return _unanswered(pending)
+        if role == "tool":
+            tid = m.get("tool_call_id")
+            if tid not in answerable:
+                return ("Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+                        "message with 'tool_calls'.")
+            answerable.discard(tid)
+            if tid in pending:
+                pending.remove(tid)
+            continue
+        answerable = set()
+        if role == "assistant":
+            for j, call in enumerate(m.get("tool_calls") or []):
+                args = (call.get("function") or {}).get("arguments")
+                if not isinstance(args, str):
+                    return (f"Invalid type for 'messages[{i}].tool_calls[{j}].function.arguments': "
+                            f"expected a string, but got {type(args).__name__} instead.")
+                pending.append(str(call.get("id")))
+            answerable = set(pending)
+    return _unanswered(pending) if pending else None
+
+
+def _unanswered(ids: list[str]) -> str:
+    return ("An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+            f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(ids)}")
+
+
+_RESPONSES_INPUT_ONLY = ("function_call_output", "custom_tool_call_output", "local_shell_call_output",
+                         "computer_call_output", "mcp_approval_response", "item_reference")
+
+
+def openai_responses_errors(body: dict[str, Any]) -> str | None:
+    """The first pairing rule a Responses request breaks, as the API words it, or None."""
+    items = body.get("input")
+    if isinstance(items, str):
+        return None
+    if not isinstance(items, list):
+        return "Invalid type for 'input': expected one of a string or array of input items."
+    calls: dict[str, bool] = {}  # call_id -> answered
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            return f"Invalid type for 'input[{i}]': expected an object."
+        itype = item.get("type", "message")
+        if itype == "reasoning":
+            nxt = items[i + 1] if i + 1 < len(items) else None
+            ntype = nxt.get("type", "message") if isinstance(nxt, dict) else None
+            user_side = ntype in _RESPONSES_INPUT_ONLY or (
+                ntype == "message" and isinstance(nxt, dict) and nxt.get("role") != "assistant")
+            if ntype is None or ntype == "reasoning" or user_side:
+                return (f"Item '{item.get('id')}' of type 'reasoning' was provided without its required "
+                        "following item.")
+        elif itype == "function_call":
+            if not isinstance(item.get("arguments"), str):
+                return f"Invalid type for 'input[{i}].arguments': expected a string."
+            calls[str(item.get("call_id"))] = False
+        elif itype == "function_call_output":
+            cid = str(item.get("call_id"))
+            if calls.get(cid) is not False:
+                return f"No tool call found for function call output with call_id {cid}."
+            calls[cid] = True
+    for cid, answered in calls.items():
+        if not answered:
+            return f"No tool output found for function call {cid}."
+    return None

@@ -1,6 +1,7 @@
 """``turnstream mock-provider``: a local server that speaks the providers' streaming formats.
 
-Routes: ``POST /v1/messages`` (Anthropic). Each API's wire module supplies a request view
+Routes: ``POST /v1/messages`` (Anthropic), ``POST /v1/chat/completions`` (OpenAI Chat
+Completions), ``POST /v1/responses`` (OpenAI Responses). Each API's wire module supplies a request view
 and frames; this module applies scenario faults and serves the bytes. Test hooks:
 ``POST /_mock/scenarios`` registers scenarios by name (a request whose ``model`` names a
 scenario plays it; any other plays the default), ``GET /_mock/requests`` lists the bodies
@@ -26,8 +27,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..validate import anthropic_errors
-from . import anthropic_wire
+from ..validate import anthropic_errors, openai_chat_errors, openai_responses_errors
+from . import anthropic_wire, openai_chat_wire, openai_responses_wire
 from .scenario import RequestView, Scenario, StepScript
 
 
@@ -60,13 +61,36 @@ ANTHROPIC = WireFormat(
     msg_id=lambda: "msg_mock_" + uuid.uuid4().hex[:16],
 )
 
+OPENAI_CHAT = WireFormat(
+    view=openai_chat_wire.request_view,
+    frames=openai_chat_wire.frames,
+    validate=openai_chat_errors,
+    error_body=openai_chat_wire.error_body,
+    error_frame=openai_chat_wire.error_frame,
+    malformed=openai_chat_wire.MALFORMED,
+    id_prefix="call_mock_",
+    msg_id=lambda: "chatcmpl-mock" + uuid.uuid4().hex[:16],
+)
+
+OPENAI_RESPONSES = WireFormat(
+    view=openai_responses_wire.request_view,
+    frames=openai_responses_wire.frames,
+    validate=openai_responses_errors,
+    error_body=openai_responses_wire.error_body,
+    error_frame=openai_responses_wire.error_frame,
+    malformed=openai_responses_wire.MALFORMED,
+    id_prefix="call_mock_",
+    msg_id=lambda: "resp_mock" + uuid.uuid4().hex[:16],
+)
+
 
 class MockProvider:
     def __init__(self, default: Scenario | None = None) -> None:
         self.default = default or Scenario.load("echo")
         self.scenarios: dict[str, Scenario] = {}
         self.requests: list[dict[str, Any]] = []
-        self.formats: dict[str, WireFormat] = {"/v1/messages": ANTHROPIC}
+        self.formats: dict[str, WireFormat] = {"/v1/messages": ANTHROPIC, "/v1/chat/completions": OPENAI_CHAT,
+                                               "/v1/responses": OPENAI_RESPONSES}
 
     def scenario_for(self, body: dict[str, Any]) -> Scenario:
         return self.scenarios.get(str(body.get("model", "")), self.default)
