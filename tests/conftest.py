@@ -22,7 +22,7 @@ def pg_url() -> Iterator[str]:
     Fails when no server answers: ``make test`` starts the local one (``scripts/ensure-postgres.sh``),
     and a test that needs PostgreSQL must not pass by being skipped.
     """
-    psycopg = pytest.importorskip("psycopg")
+    import psycopg
     errors: list[str] = []
     for admin in _PG_ADMIN:
         try:
