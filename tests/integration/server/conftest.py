@@ -1,0 +1,102 @@
+"""A real ``turnstream serve`` per test module (SQLite in a temporary directory), and the
+scenarios its sessions play (each session picks one as its ``model``)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.integration.server.harness import Server, add_user, scenario, start_server
+
+LONG_TEXT = " ".join(f"word{i}" for i in range(240))
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "chain": {"name": "chain", "fragment_size": 4, "steps": [
+        {"blocks": [{"type": "text", "text": "Adding first."},
+                    {"type": "tool_use", "name": "calculator", "input": {"expression": "2+3"}}]},
+        {"blocks": [{"type": "tool_use", "name": "calculator", "input": {"expression": "{{last}}*10"}}]},
+        {"blocks": [{"type": "text", "text": "The result is {{last}}."}]}]},
+    "client": {"name": "client", "fragment_size": 5, "steps": [
+        {"blocks": [{"type": "text", "text": "Let me ask your browser."},
+                    {"type": "tool_use", "name": "get_location", "input": {"precision": "city"}}]},
+        {"blocks": [{"type": "text", "text": "You are in {{last}}."}]}]},
+    "parallel": {"name": "parallel", "fragment_size": 5, "steps": [
+        {"blocks": [{"type": "tool_use", "name": "get_location", "input": {}},
+                    {"type": "tool_use", "name": "get_time", "input": {"tz": "local"}}]},
+        {"blocks": [{"type": "text", "text": "{{results[0]}} at {{results[1]}}"}]}]},
+    "approval": {"name": "approval", "fragment_size": 8, "steps": [
+        {"blocks": [{"type": "text", "text": "I will delete that cell."},
+                    {"type": "tool_use", "name": "delete_cell", "input": {"cell_id": "cell_missing"}}]},
+        {"blocks": [{"type": "text", "text": "Outcome: {{last}}"}]}]},
+    "notebook": {"name": "notebook", "fragment_size": 8, "steps": [
+        {"blocks": [{"type": "tool_use", "name": "create_cell", "input": {"code": "x = 1 + 1"}}]},
+        {"blocks": [{"type": "text", "text": "Created: {{last}}"}]}]},
+    "slow": {"name": "slow", "fragment_size": 6, "delay_ms": 10, "steps": [
+        {"blocks": [{"type": "thinking", "thinking": "Thinking it over.", "signature": "sig"},
+                    {"type": "text", "text": LONG_TEXT}]}]},
+    "echo": {"name": "echo", "fragment_size": 6, "steps": [{"blocks": [{"type": "text", "text": "You said: {{input}}"}]}]},
+}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Scenario name -> the ``scripted:`` model string that plays it."""
+    d = tmp_path_factory.mktemp("scenarios")
+    return {name: scenario(d / f"{name}.json", doc) for name, doc in SCENARIOS.items()}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("server")
+
+
+@pytest.fixture(scope="module")
+def server(workdir: Path, models: dict[str, str]) -> Iterator[Server]:
+    srv = start_server(workdir, model=models["echo"], env={"TURNSTREAM_PING_INTERVAL": "0.3",
+                                                           "TURNSTREAM_ALLOWED_ORIGINS": "http://allowed.example"})
+    try:
+        yield srv
+    finally:
+        srv.stop()
+        assert "Traceback" not in srv.log_text(), srv.log_text()[-5000:]
+
+
+@pytest.fixture(scope="module")
+def other_key(server: Server, workdir: Path) -> str:
+    """The API key of a second user of the same server."""
+    return add_user(server.db, "bob", workdir)
+
+
+_PG_ADMIN = [u for u in (os.environ.get("TURNSTREAM_TEST_PG"),
+                         "postgresql://postgres@127.0.0.1:5432/postgres",
+                         "postgresql://root@127.0.0.1:5432/postgres") if u]
+
+
+@pytest.fixture
+def fresh_pg() -> Iterator[str]:
+    """A new PostgreSQL database for one test, dropped after it."""
+    import psycopg
+
+    errors = []
+    for admin in _PG_ADMIN:
+        try:
+            conn = psycopg.connect(admin, autocommit=True, connect_timeout=5)
+            break
+        except psycopg.OperationalError as exc:
+            errors.append(str(exc).strip())
+    else:
+        pytest.fail("PostgreSQL is not reachable (make postgres): " + "; ".join(errors))
+    name = f"turnstream_srv_{uuid.uuid4().hex[:12]}"
+    with conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlsplit(admin)._replace(path=f"/{name}").geturl()
+    finally:
+        with psycopg.connect(admin, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -1,0 +1,206 @@
+"""Drive a real ``turnstream serve`` process: start it, talk HTTP/SSE to it, stop it.
+
+The server is a subprocess on a free port (``--port 0``; the address is read from the line
+it prints). Nothing here sleeps to wait: reads block on the process's output or on the
+socket, each with a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+
+from turnstream.sse import SSEDecoder
+
+READY = re.compile(r"on (http://[^/#\s]+)/#key=(\S+)")
+
+
+@dataclass
+class Event:
+    id: str
+    event: str
+    data: dict[str, Any]
+
+    @property
+    def n(self) -> int:
+        return int(self.id.rpartition(":")[2])
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[bytes]
+    url: str
+    key: str
+    db: str
+    log: Path
+    output: list[str] = field(default_factory=list)
+
+    def client(self, key: str | None = None, **kw: Any) -> httpx.Client:
+        k = self.key if key is None else key
+        headers = {"Authorization": f"Bearer {k}"} if k else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=httpx.Timeout(30.0), **kw)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return self.proc.returncode
+
+    def log_text(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+
+def _read_until(proc: subprocess.Popen[bytes], pattern: re.Pattern[str], timeout: float,
+                seen: list[str]) -> re.Match[str]:
+    """Read the process's stdout (unbuffered, straight from the pipe) until a line matches."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    sel = selectors.DefaultSelector()
+    sel.register(fd, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    buf = b""
+    try:
+        while True:
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                text = line.decode(errors="replace")
+                seen.append(text)
+                m = pattern.search(text)
+                if m:
+                    return m
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                raise TimeoutError(f"the server did not print its address in {timeout}s: {seen}")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise RuntimeError(f"the server exited ({proc.wait()}): {seen}")
+            buf += chunk
+    finally:
+        sel.close()
+
+
+def start_server(workdir: Path, *, db: str | None = None, model: str | None = None,
+                 env: dict[str, str] | None = None, name: str = "server") -> Server:
+    db = db or f"sqlite:///{workdir / 'turnstream.db'}"
+    args = [sys.executable, "-m", "turnstream.cli", "serve", "--host", "127.0.0.1", "--port", "0", "--db", db]
+    if model:
+        args += ["--model", model]
+    full_env = {k: v for k, v in os.environ.items()
+                if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "TURNSTREAM_MODEL", "TURNSTREAM_DB")}
+    full_env.update({"TURNSTREAM_KEY_FILE": str(workdir / f"{name}.key"), "TURNSTREAM_LOG_LEVEL": "INFO",
+                     "PYTHONUNBUFFERED": "1"})
+    full_env.update(env or {})
+    log = workdir / f"{name}.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, env=full_env, cwd=workdir)
+    seen: list[str] = []
+    try:
+        m = _read_until(proc, READY, 60, seen)
+    except BaseException as exc:
+        proc.kill()
+        proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+        raise RuntimeError(f"server failed to start ({exc}); log:\n" + log.read_text()) from None
+    return Server(proc, m.group(1), m.group(2), db, log, seen)
+
+
+def add_user(db: str, name: str, workdir: Path) -> str:
+    out = subprocess.run([sys.executable, "-m", "turnstream.cli", "users", "add", name, "--db", db],
+                         capture_output=True, text=True, check=True, cwd=workdir, timeout=60)
+    m = re.search(r"API key \(shown once\): (\S+)", out.stdout)
+    assert m, out.stdout + out.stderr
+    return m.group(1)
+
+
+# SSE ------------------------------------------------------------------------------------------
+
+class EventStream:
+    """An open SSE response, read event by event (comments counted as pings)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self._decoder = SSEDecoder()
+        self._pending: list[Event] = []
+        self._chunks = response.iter_raw()
+        self.pings = 0
+        self.raw = b""
+
+    def __iter__(self) -> Iterator[Event]:
+        return self
+
+    def __next__(self) -> Event:
+        while not self._pending:
+            try:
+                chunk = next(self._chunks)
+            except StopIteration:
+                for ev in self._decoder.flush():
+                    self._pending.append(_event(ev.id, ev.event, ev.data))
+                if not self._pending:
+                    raise
+                break
+            self.raw += chunk
+            self.pings += chunk.count(b": ping")
+            for ev in self._decoder.feed(chunk):
+                self._pending.append(_event(ev.id, ev.event, ev.data))
+        return self._pending.pop(0)
+
+    def until(self, name: str) -> list[Event]:
+        out = []
+        for ev in self:
+            out.append(ev)
+            if ev.event == name:
+                return out
+        raise AssertionError(f"stream ended before {name}: {[e.event for e in out]}")
+
+    def rest(self) -> list[Event]:
+        return list(self)
+
+
+def _event(id_: str | None, name: str, data: str) -> Event:
+    return Event(id_ or "", name, json.loads(data) if data else {})
+
+
+@contextmanager
+def sse(client: httpx.Client, method: str, url: str, **kw: Any) -> Iterator[EventStream]:
+    with client.stream(method, url, **kw) as r:
+        if r.status_code != 200:
+            r.read()
+            raise AssertionError(f"{method} {url}: {r.status_code} {r.text}")
+        assert r.headers["content-type"].startswith("text/event-stream")
+        yield EventStream(r)
+
+
+def new_session(client: httpx.Client, **body: Any) -> str:
+    r = client.post("/api/sessions", json=body)
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+def run_turn(client: httpx.Client, sid: str, message: str, **body: Any) -> list[Event]:
+    with sse(client, "POST", f"/api/sessions/{sid}/turns", json={"message": message, **body}) as s:
+        return s.rest()
+
+
+def scenario(path: Path, doc: dict[str, Any]) -> str:
+    """Write a scenario file; return the ``scripted:`` model that plays it."""
+    path.write_text(json.dumps(doc))
+    return f"scripted:{path}"

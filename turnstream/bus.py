@@ -1,0 +1,350 @@
+"""Bus: live fan-out of turn events and session messages to every listener.
+
+The store is the source of truth; the bus only says "this happened" quickly. A listener
+that joins late, or misses something, catches up with ``Store.events_after(turn_id, n)``
+and drops what it already has by ``n``. That makes the rules for a publisher simple:
+publish a persisted event only after the store call that wrote it returned (the runner
+does: it persists, then calls ``on_event``).
+
+Two kinds of subscription:
+
+* by turn (``subscribe_turn``): the events of one turn, for an SSE stream;
+* by session (``subscribe_session``): the events of every turn of a session plus session
+  messages (notebook changes), for the WebSocket.
+
+``Bus`` works inside one process. ``PostgresBus`` adds PostgreSQL ``LISTEN/NOTIFY`` so that
+several server processes on one database see each other's events and control messages
+(cancel a turn that runs elsewhere). A notification carries the event when it fits in
+PostgreSQL's payload limit, else only a wake-up: the receiver then reads the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from .events import StreamEvent
+from .store.protocol import StoredEvent
+
+log = logging.getLogger("turnstream.bus")
+
+CHANNEL = "turnstream"
+_MAX_PAYLOAD = 7900  # PostgreSQL refuses NOTIFY payloads of 8000 bytes and more
+
+
+@dataclass(slots=True)
+class Envelope:
+    """One turn event as listeners see it, whatever process produced it."""
+
+    session_id: str
+    turn_id: str
+    n: int
+    name: str
+    data: dict[str, Any]
+    _json: bytes | None = field(default=None, repr=False)
+
+    @property
+    def json(self) -> bytes:
+        """The data as JSON, encoded once however many listeners send it."""
+        if self._json is None:
+            self._json = orjson.dumps(self.data)
+        return self._json
+
+    @property
+    def event_id(self) -> str:
+        return f"{self.turn_id}:{self.n}"
+
+    @classmethod
+    def of(cls, session_id: str, ev: StreamEvent) -> Envelope:
+        return cls(session_id, ev.turn_id, ev.n, ev.name, ev.data())
+
+    @classmethod
+    def stored(cls, session_id: str, ev: StoredEvent) -> Envelope:
+        return cls(session_id, ev.turn_id, ev.n, ev.name, ev.data)
+
+
+@dataclass(slots=True)
+class Wake:
+    """Something happened to this turn that did not fit in a notification: read the store."""
+
+    session_id: str
+    turn_id: str
+
+
+@dataclass(slots=True)
+class Message:
+    """A session message that is not a turn event (a notebook change)."""
+
+    session_id: str
+    data: dict[str, Any]
+
+
+Item = Envelope | Wake | Message
+ControlHandler = Callable[[str, str], Awaitable[None]]
+"""Called with (action, turn_id) for control messages from other processes."""
+
+
+class Subscription:
+    """A listener's queue. Unbounded: a slow reader costs memory, never a lost event."""
+
+    __slots__ = ("_bus", "_closed", "_key", "_queue")
+
+    def __init__(self, bus: Bus) -> None:
+        self._bus = bus
+        self._key: tuple[str, str] | None = None
+        self._closed = False
+        self._queue: asyncio.Queue[Item] = asyncio.Queue()
+
+    def put(self, item: Item) -> None:
+        self._queue.put_nowait(item)
+
+    async def get(self, timeout: float | None = None) -> Item | None:
+        """The next item, or None when ``timeout`` seconds pass without one."""
+        if timeout is None:
+            return await self._queue.get()
+        try:
+            return await asyncio.wait_for(self._queue.get(), timeout)
+        except TimeoutError:
+            return None
+
+    def get_nowait(self) -> Item | None:
+        try:
+            return self._queue.get_nowait()
+        except asyncio.QueueEmpty:
+            return None
+
+    def close(self) -> None:
+        self._closed = True
+        self._bus._remove(self)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Bus:
+    """In-process fan-out. Publishing never blocks and never fails the publisher."""
+
+    def __init__(self) -> None:
+        self._subs: dict[tuple[str, str], set[Subscription]] = {}
+        self.on_control: ControlHandler | None = None
+
+    # subscribing -----------------------------------------------------------------------
+    def subscription(self) -> Subscription:
+        """A subscription not attached yet (see ``attach``)."""
+        return Subscription(self)
+
+    def attach(self, sub: Subscription, kind: str, key: str) -> None:
+        """Start delivering to ``sub``; a subscription closed meanwhile stays closed."""
+        if sub._closed:
+            return
+        self._remove(sub)
+        sub._key = (kind, key)
+        self._subs.setdefault(sub._key, set()).add(sub)
+
+    def subscribe_turn(self, turn_id: str) -> Subscription:
+        sub = Subscription(self)
+        self.attach(sub, "turn", turn_id)
+        return sub
+
+    def subscribe_session(self, session_id: str) -> Subscription:
+        sub = Subscription(self)
+        self.attach(sub, "session", session_id)
+        return sub
+
+    def _remove(self, sub: Subscription) -> None:
+        if sub._key is None:
+            return
+        subs = self._subs.get(sub._key)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._subs[sub._key]
+        sub._key = None
+
+    def listeners(self, kind: str, key: str) -> int:
+        return len(self._subs.get((kind, key), ()))
+
+    # publishing ------------------------------------------------------------------------
+    def publish(self, session_id: str, ev: StreamEvent) -> None:
+        """Fan a runner's event out here and, for a shared bus, to the other processes."""
+        self.publish_envelope(Envelope.of(session_id, ev))
+
+    def publish_envelope(self, env: Envelope) -> None:
+        self._deliver(env)
+        self._forward_event(env)
+
+    def publish_message(self, session_id: str, data: dict[str, Any]) -> None:
+        msg = Message(session_id, data)
+        self._deliver(msg)
+        self._forward_message(msg)
+
+    def _deliver(self, item: Item) -> None:
+        if isinstance(item, Envelope | Wake):
+            for sub in self._subs.get(("turn", item.turn_id), ()):
+                sub.put(item)
+            for sub in self._subs.get(("session", item.session_id), ()):
+                sub.put(item)
+        else:
+            for sub in self._subs.get(("session", item.session_id), ()):
+                sub.put(item)
+
+    async def control(self, action: str, turn_id: str) -> None:
+        """Ask the process that runs ``turn_id`` to act on it (only ``cancel`` exists).
+        Inside one process the caller has already acted; nothing to forward."""
+
+    # the hooks a shared bus fills in ---------------------------------------------------
+    def _forward_event(self, env: Envelope) -> None:
+        pass
+
+    def _forward_message(self, msg: Message) -> None:
+        pass
+
+    @property
+    def shared(self) -> bool:
+        """True when other processes may run turns of the same database."""
+        return False
+
+    async def start(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+class PostgresBus(Bus):
+    """``Bus`` plus LISTEN/NOTIFY on one channel, for several processes on one database.
+
+    One connection listens; another sends, from one task draining a queue, so that this
+    process's notifications leave in publish order (and therefore in ``n`` order per turn).
+    A process ignores its own notifications. When the listening connection breaks it is
+    reopened; listeners recover what they missed from the store on their next poll.
+    """
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+        self.origin = uuid.uuid4().hex[:12]
+        self._outbox: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._listening = asyncio.Event()
+
+    @property
+    def shared(self) -> bool:
+        return True
+
+    async def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._listen(), name="bus-listen"),
+                       asyncio.create_task(self._send(), name="bus-send")]
+        # Published events must not be lost between start-up and the first LISTEN.
+        await asyncio.wait_for(self._listening.wait(), 15)
+
+    async def aclose(self) -> None:
+        self._outbox.put_nowait(None)
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+    # outgoing ----------------------------------------------------------------------------
+    def _enqueue(self, payload: dict[str, Any]) -> None:
+        payload["o"] = self.origin
+        self._outbox.put_nowait(orjson.dumps(payload))
+
+    def _forward_event(self, env: Envelope) -> None:
+        payload = orjson.dumps({"k": "e", "s": env.session_id, "t": env.turn_id, "n": env.n, "e": env.name,
+                                "d": orjson.Fragment(env.json), "o": self.origin})
+        if len(payload) > _MAX_PAYLOAD:
+            payload = orjson.dumps({"k": "w", "s": env.session_id, "t": env.turn_id, "o": self.origin})
+        self._outbox.put_nowait(payload)
+
+    def _forward_message(self, msg: Message) -> None:
+        payload = orjson.dumps({"k": "m", "s": msg.session_id, "d": msg.data, "o": self.origin})
+        if len(payload) > _MAX_PAYLOAD:
+            slim = dict(msg.data)
+            cell = slim.get("cell")
+            if isinstance(cell, dict):
+                slim["cell"] = {k: v for k, v in cell.items() if k != "outputs"}
+            slim["truncated"] = True
+            payload = orjson.dumps({"k": "m", "s": msg.session_id, "d": slim, "o": self.origin})
+            if len(payload) > _MAX_PAYLOAD:
+                return
+        self._outbox.put_nowait(payload)
+
+    async def control(self, action: str, turn_id: str) -> None:
+        self._enqueue({"k": "c", "a": action, "t": turn_id})
+
+    async def _send(self) -> None:
+        import psycopg
+
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                    while True:
+                        payload = await self._outbox.get()
+                        if payload is None:
+                            return
+                        try:
+                            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload.decode()))
+                        except psycopg.OperationalError:
+                            self._outbox.put_nowait(payload)  # resent on the next connection
+                            raise
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("bus: sending notifications failed (%s); reconnecting", exc)
+                await asyncio.sleep(0.5)
+
+    # incoming ----------------------------------------------------------------------------
+    async def _listen(self) -> None:
+        import psycopg
+
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    self._listening.set()
+                    async for note in conn.notifies():
+                        try:
+                            await self._receive(orjson.loads(note.payload))
+                        except Exception:
+                            log.exception("bus: a notification could not be handled")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("bus: listening failed (%s); reconnecting", exc)
+                await asyncio.sleep(0.5)
+
+    async def _receive(self, doc: dict[str, Any]) -> None:
+        if doc.get("o") == self.origin:
+            return
+        kind = doc.get("k")
+        if kind == "e":
+            self._deliver(Envelope(doc["s"], doc["t"], int(doc["n"]), doc["e"], doc["d"]))
+        elif kind == "w":
+            self._deliver(Wake(doc["s"], doc["t"]))
+        elif kind == "m":
+            self._deliver(Message(doc["s"], doc["d"]))
+        elif kind == "c" and self.on_control is not None:
+            await self.on_control(str(doc["a"]), str(doc["t"]))
+
+
+def open_bus(db_url: str) -> Bus:
+    """The bus that fits a database URL: shared over PostgreSQL, else in-process."""
+    scheme = db_url.partition("://")[0].lower()
+    if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
+        return PostgresBus("postgresql://" + db_url.partition("://")[2])
+    return Bus()
+
+
+__all__ = ["Bus", "Envelope", "Message", "PostgresBus", "Subscription", "Wake", "open_bus"]

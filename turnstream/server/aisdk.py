@@ -1,0 +1,237 @@
+"""The AI SDK UI message stream (protocol v1, what ``useChat`` reads), as an encoder over
+turn events, and the reading of ``useChat``'s request body.
+
+The stream is SSE with only ``data:`` lines, each one chunk (a JSON object with ``type``),
+and ends with ``data: [DONE]``; the response carries ``x-vercel-ai-ui-message-stream: v1``.
+Mapping, per turn event:
+
+=================  ====================================================================
+``step_start``     ``finish-step`` for the previous step, then ``start-step``
+text block         ``text-start`` / ``text-delta`` / ``text-end``
+thinking block     ``reasoning-start`` / ``reasoning-delta`` / ``reasoning-end``
+tool_use block     ``tool-input-start`` / ``tool-input-delta`` / ``tool-input-available``
+tool_result block  ``tool-output-available``, or ``tool-output-error`` when ``is_error``
+``error``          ``error``
+``turn_complete``  ``finish-step``, ``finish`` (metadata: turn id, status, usage)
+=================  ====================================================================
+
+A block that arrives only as ``block_stop`` (replayed from the store) is sent whole: start,
+one delta, end. ``step_restart`` closes the open text parts; the step's new parts get new
+ids. A client tool's call ends as ``tool-input-available`` without output: the client runs
+it and sends the result back in its next request, as a ``tool-<name>`` part in state
+``output-available`` (or ``output-error``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from starlette.responses import StreamingResponse
+
+from ..bus import Envelope
+from .models import UIMessageIn
+
+HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+DONE = b"data: [DONE]\n\n"
+
+Chunk = dict[str, Any]
+
+
+class UIMessageStreamEncoder:
+    """Turn events in, UI message chunks out. Pure: no I/O, one instance per response."""
+
+    def __init__(self, *, message_id: str | None = None, metadata: dict[str, Any] | None = None,
+                 known_calls: set[str] | None = None) -> None:
+        self.message_id = message_id
+        self.metadata = metadata
+        self._step_open = False
+        self._restarts = 0
+        self._parts: dict[int, tuple[str, str]] = {}
+        """block index -> (kind, part id or tool call id) for parts opened and not ended"""
+        self._calls: set[str] = set(known_calls or ())
+        self._names: dict[str, str] = {}
+
+    def start(self) -> list[Chunk]:
+        chunk: Chunk = {"type": "start"}
+        if self.message_id:
+            chunk["messageId"] = self.message_id
+        if self.metadata is not None:
+            chunk["messageMetadata"] = self.metadata
+        return [chunk]
+
+    def _pid(self, index: int) -> str:
+        return f"p{self._restarts}-{index}"
+
+    def _ensure_step(self) -> list[Chunk]:
+        if self._step_open:
+            return []
+        self._step_open = True
+        return [{"type": "start-step"}]
+
+    def _end_step(self) -> list[Chunk]:
+        if not self._step_open:
+            return []
+        self._step_open = False
+        return [{"type": "finish-step"}]
+
+    def feed(self, env: Envelope) -> list[Chunk]:
+        d = env.data
+        name = env.name
+        if name == "step_start":
+            return [*self._end_step(), *self._ensure_step()]
+        if name == "block_start":
+            return self._block_start(int(d["index"]), str(d["type"]), d.get("tool_use_id"), d.get("name"))
+        if name == "block_delta":
+            return self._block_delta(int(d["index"]), d)
+        if name == "block_stop":
+            return self._block_stop(int(d["index"]), d.get("block") or {})
+        if name == "step_restart":
+            out = [self._end(i, k, pid) for i, (k, pid) in list(self._parts.items()) if k in ("text", "reasoning")]
+            self._parts.clear()
+            self._restarts += 1
+            return [c for c in out if c is not None]
+        if name == "error":
+            return [{"type": "error", "errorText": str(d.get("message") or d.get("code") or "error")}]
+        if name == "turn_complete":
+            meta = {"turn_id": d.get("turn_id"), "status": d.get("status"), "stop_reason": d.get("stop_reason"),
+                    "usage": d.get("usage")}
+            return [*self._end_step(), {"type": "finish", "messageMetadata": meta}]
+        return []
+
+    def _block_start(self, index: int, kind: str, call_id: str | None, tool: str | None) -> list[Chunk]:
+        out = self._ensure_step()
+        if kind == "text":
+            self._parts[index] = ("text", self._pid(index))
+            out.append({"type": "text-start", "id": self._pid(index)})
+        elif kind == "thinking":
+            self._parts[index] = ("reasoning", self._pid(index))
+            out.append({"type": "reasoning-start", "id": self._pid(index)})
+        elif kind == "tool_use" and call_id:
+            self._parts[index] = ("tool", call_id)
+            self._calls.add(call_id)
+            self._names[call_id] = tool or ""
+            out.append({"type": "tool-input-start", "toolCallId": call_id, "toolName": tool or ""})
+        return out
+
+    def _block_delta(self, index: int, d: dict[str, Any]) -> list[Chunk]:
+        part = self._parts.get(index)
+        if part is None:
+            return []
+        kind, pid = part
+        if kind == "tool":
+            frag = d.get("partial_json")
+            return [{"type": "tool-input-delta", "toolCallId": pid, "inputTextDelta": frag}] if frag else []
+        text = d.get("text")
+        if not text:
+            return []
+        return [{"type": f"{kind}-delta", "id": pid, "delta": text}]
+
+    def _end(self, index: int, kind: str, pid: str) -> Chunk | None:
+        if kind in ("text", "reasoning"):
+            return {"type": f"{kind}-end", "id": pid}
+        return None
+
+    def _block_stop(self, index: int, block: dict[str, Any]) -> list[Chunk]:
+        kind = block.get("type")
+        part = self._parts.pop(index, None)
+        out: list[Chunk] = []
+        if kind in ("text", "thinking"):
+            text = str(block.get("text" if kind == "text" else "thinking") or "")
+            ui = "text" if kind == "text" else "reasoning"
+            if part is None:  # not streamed here: send it whole
+                pid = self._pid(index)
+                out += self._ensure_step()
+                out.append({"type": f"{ui}-start", "id": pid})
+                if text:
+                    out.append({"type": f"{ui}-delta", "id": pid, "delta": text})
+                part = (ui, pid)
+            out.append({"type": f"{ui}-end", "id": part[1]})
+        elif kind == "tool_use":
+            call_id, tool = str(block.get("tool_use_id", "")), str(block.get("name", ""))
+            if part is None:
+                out += self._ensure_step()
+                out.append({"type": "tool-input-start", "toolCallId": call_id, "toolName": tool})
+            self._calls.add(call_id)
+            self._names[call_id] = tool
+            out.append({"type": "tool-input-available", "toolCallId": call_id, "toolName": tool,
+                        "input": block.get("input") or {}})
+        elif kind == "tool_result":
+            call_id = str(block.get("tool_use_id", ""))
+            if call_id not in self._calls:
+                return out  # its call belongs to a message this stream does not hold
+            content = str(block.get("content", ""))
+            if block.get("is_error"):
+                out.append({"type": "tool-output-error", "toolCallId": call_id, "errorText": content})
+            else:
+                out.append({"type": "tool-output-available", "toolCallId": call_id, "output": _output(content)})
+        return out
+
+
+def _output(content: str) -> Any:
+    """A tool's text result; JSON results go out parsed, as the AI SDK's own tools do."""
+    if content[:1] in ("{", "["):
+        try:
+            return orjson.loads(content)
+        except orjson.JSONDecodeError:
+            pass
+    return content
+
+
+def frame(chunk: Chunk) -> bytes:
+    return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+
+async def encode_stream(events: AsyncIterator[Envelope | None],
+                        encoder: UIMessageStreamEncoder) -> AsyncIterator[bytes]:
+    for c in encoder.start():
+        yield frame(c)
+    async for env in events:
+        if env is None:
+            yield b": ping\n\n"
+            continue
+        for c in encoder.feed(env):
+            yield frame(c)
+    yield DONE
+
+
+def ui_stream_response(events: AsyncIterator[Envelope | None], encoder: UIMessageStreamEncoder,
+                       headers: dict[str, str] | None = None) -> StreamingResponse:
+    return StreamingResponse(encode_stream(events, encoder), media_type="text/event-stream",
+                             headers={**HEADERS, **(headers or {})})
+
+
+# reading useChat's request ------------------------------------------------------------------
+
+def message_text(message: UIMessageIn) -> str:
+    return "".join(str(p.get("text", "")) for p in message.parts if p.get("type") == "text")
+
+
+def tool_part_name(part: dict[str, Any]) -> str | None:
+    """The tool name of a tool part (``tool-<name>`` or ``dynamic-tool``), else None."""
+    t = str(part.get("type", ""))
+    if t.startswith("tool-"):
+        return t[len("tool-"):]
+    if t == "dynamic-tool":
+        return str(part.get("toolName", ""))
+    return None
+
+
+def tool_answers(message: UIMessageIn) -> list[tuple[int, dict[str, Any]]]:
+    """(part index, part) of the tool parts the client has an answer for."""
+    return [(i, p) for i, p in enumerate(message.parts)
+            if tool_part_name(p) is not None and p.get("state") in ("output-available", "output-error")
+            and isinstance(p.get("toolCallId"), str)]
+
+
+def answer_content(part: dict[str, Any]) -> tuple[str, bool]:
+    """A tool part's answer as (content, is_error)."""
+    if part.get("state") == "output-error":
+        return str(part.get("errorText") or "error"), True
+    out = part.get("output")
+    return (out if isinstance(out, str) else orjson.dumps(out).decode()), False
+
+
+__all__ = ["DONE", "HEADERS", "UIMessageStreamEncoder", "answer_content", "message_text", "tool_answers",
+           "ui_stream_response"]

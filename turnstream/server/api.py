@@ -1,0 +1,180 @@
+"""Declaring routes once: the Starlette route, its body model and its OpenAPI entry.
+
+Starlette has no OpenAPI generator, so each endpoint is declared with ``Api.route`` and the
+schema is built from the same declaration (pydantic models for bodies and responses). The
+wrapper around every handler authenticates the caller and parses the body, so a handler
+starts with a ``User`` and a validated model, and every refusal has one shape (errors.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic.json_schema import models_json_schema
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..store import User
+from .errors import ApiError, from_validation
+from .models import ErrorOut
+from .state import AppState
+
+M = TypeVar("M", bound=BaseModel)
+MAX_BODY = 16 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class Call:
+    """One request as a handler sees it."""
+
+    request: Request
+    state: AppState
+    user: User
+    body: BaseModel | None
+
+    def param(self, name: str) -> str:
+        return str(self.request.path_params[name])
+
+    def parsed(self, model: type[M]) -> M:
+        assert isinstance(self.body, model)
+        return self.body
+
+
+Handler = Callable[[Call], Awaitable[Response]]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    description: str
+    model: type[BaseModel] | None = None
+    media_type: str = "application/json"
+
+
+@dataclass(slots=True)
+class Endpoint:
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    body: type[BaseModel] | None
+    replies: dict[int, Reply]
+    headers: dict[str, str] = field(default_factory=dict)
+    """Request headers it reads: name -> description."""
+    query: dict[str, str] = field(default_factory=dict)
+    """Query parameters it reads: name -> description."""
+    auth: bool = True
+
+
+async def read_body(request: Request, model: type[M]) -> M:
+    raw = b""
+    try:
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > MAX_BODY:
+                raise ApiError(413, "too_large", f"the request body is larger than {MAX_BODY} bytes")
+    except ClientDisconnect:
+        raise ApiError(400, "client_disconnect", "the client went away before sending its body") from None
+    if not raw.strip():
+        raw = b"{}"  # so that a missing body names its missing fields
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        raise from_validation(exc) from None
+
+
+class Api:
+    """The endpoints of the HTTP API, in declaration order (``API`` below holds them)."""
+
+    def __init__(self) -> None:
+        self.endpoints: list[Endpoint] = []
+
+    def route(self, method: str, path: str, *, summary: str, body: type[BaseModel] | None = None,
+              replies: dict[int, Reply] | None = None, headers: dict[str, str] | None = None,
+              query: dict[str, str] | None = None, auth: bool = True) -> Callable[[Handler], Handler]:
+        def register(fn: Handler) -> Handler:
+            self.endpoints.append(Endpoint(method, path, fn, summary, body, replies or {}, headers or {},
+                                           query or {}, auth))
+            return fn
+        return register
+
+    def routes(self, state: AppState) -> list[Route]:
+        out = []
+        for ep in self.endpoints:
+            out.append(Route(ep.path, _wrap(ep, state), methods=[ep.method], name=ep.handler.__name__))
+        return out
+
+    # OpenAPI -----------------------------------------------------------------------------
+    def openapi(self, *, title: str, version: str) -> dict[str, Any]:
+        models: list[type[BaseModel]] = [ErrorOut]
+        for ep in self.endpoints:
+            if ep.body is not None:
+                models.append(ep.body)
+            models.extend(r.model for r in ep.replies.values() if r.model is not None)
+        unique = list(dict.fromkeys(models))
+        refs, defs = models_json_schema([(m, "validation") for m in unique],
+                                        ref_template="#/components/schemas/{model}")
+        ref = {m: refs[(m, "validation")] for m in unique}
+        paths: dict[str, dict[str, Any]] = {}
+        for ep in self.endpoints:
+            op: dict[str, Any] = {"summary": ep.summary, "operationId": ep.handler.__name__}
+            params: list[dict[str, Any]] = [
+                {"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
+                for n in re.findall(r"{(\w+)}", ep.path)]
+            params += [{"name": h, "in": "header", "required": False, "description": d, "schema": {"type": "string"}}
+                       for h, d in ep.headers.items()]
+            params += [{"name": q, "in": "query", "required": False, "description": d, "schema": {"type": "string"}}
+                       for q, d in ep.query.items()]
+            if params:
+                op["parameters"] = params
+            if ep.body is not None:
+                op["requestBody"] = {"required": True,
+                                     "content": {"application/json": {"schema": ref[ep.body]}}}
+            responses: dict[str, Any] = {}
+            for status, reply in ep.replies.items():
+                content: dict[str, Any] = {}
+                if reply.model is not None:
+                    content[reply.media_type] = {"schema": ref[reply.model]}
+                elif reply.media_type != "application/json":
+                    content[reply.media_type] = {"schema": {"type": "string"}}
+                responses[str(status)] = {"description": reply.description, **({"content": content} if content else {})}
+            for status, desc in _ERRORS.items():
+                if status == 401 and not ep.auth:
+                    continue
+                if status in (409, 404) and status not in ep.replies and "{" not in ep.path and ep.body is None:
+                    continue
+                responses.setdefault(str(status), {"description": desc,
+                                                   "content": {"application/json": {"schema": ref[ErrorOut]}}})
+            op["responses"] = responses
+            if ep.auth:
+                op["security"] = [{"bearer": []}]
+            paths.setdefault(ep.path, {})[ep.method.lower()] = op
+        return {
+            "openapi": "3.1.0",
+            "info": {"title": title, "version": version},
+            "paths": paths,
+            "components": {"schemas": defs.get("$defs", {}),
+                           "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        }
+
+
+API = Api()
+_ERRORS = {401: "No valid API key.", 404: "Not found (or not yours).", 409: "Conflict with the turn's state.",
+           422: "Invalid input; the message names the field."}
+
+
+def _wrap(ep: Endpoint, state: AppState) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        user = await state.auth.require(request.headers) if ep.auth else User("", "")
+        body = await read_body(request, ep.body) if ep.body is not None else None
+        request.state.user = user.name
+        return await ep.handler(Call(request, state, user, body))
+
+    return endpoint
+
+
+__all__ = ["API", "Api", "Call", "Reply"]

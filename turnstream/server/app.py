@@ -1,0 +1,108 @@
+"""The Starlette application: routes, error handling, static files.
+
+``create_app(state)`` takes an opened ``AppState`` (store, bus, turns); ``main.serve`` makes
+one and runs the app under uvicorn. Routes (``routes_*.py``) are declared once on ``API``,
+which also yields ``/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib import metadata
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from . import routes_chat, routes_sessions, routes_turns  # noqa: F401  (they register their routes)
+from .api import API, Call, Reply
+from .errors import ApiError, api_error_handler, http_error_handler, unexpected_error_handler
+from .logs import AccessLog
+from .models import Health
+from .state import AppState
+from .ws import session_socket
+
+log = logging.getLogger("turnstream.server")
+
+PLACEHOLDER = """<!doctype html><meta charset="utf-8"><title>turnstream</title>
+<p>turnstream is running. The web UI is not installed in this build; the API is at
+<a href="/openapi.json">/openapi.json</a>.</p>"""
+
+
+@API.route("GET", "/healthz", summary="Liveness and store reachability", auth=False,
+           replies={200: Reply("Healthy.", Health)})
+async def healthz(call: Call) -> Response:
+    state = call.state
+    await state.store.get_session("healthz")  # a cheap read: fails when the database is gone
+    return JSONResponse({"status": "ok", "store": type(state.store).__name__,
+                         "live_turns": state.turns.live_count})
+
+
+class Guard:
+    """Last line: an exception no handler took becomes a logged, clean JSON error (or, once
+    a streamed response has started, a closed stream)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        except Exception as exc:
+            if started:
+                log.error("a streamed response failed on %s", scope.get("path"), exc_info=exc)
+                return
+            response = await unexpected_error_handler(Request(scope, receive), exc)
+            await response(scope, receive, send)
+
+
+def create_app(state: AppState) -> Starlette:
+    try:
+        version = metadata.version("turnstream")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        version = "0"
+    openapi = API.openapi(title="turnstream", version=version)
+
+    async def openapi_json(request: Request) -> Response:
+        return JSONResponse(openapi)
+
+    static = state.settings.static_dir
+
+    async def index(request: Request) -> Response:
+        page = static / "index.html"
+        if page.is_file():
+            return FileResponse(page, headers={"Cache-Control": "no-cache"})
+        return HTMLResponse(PLACEHOLDER)
+
+    routes: list[BaseRoute] = [
+        *API.routes(state),
+        Route("/openapi.json", openapi_json, methods=["GET"]),
+        WebSocketRoute("/ws/sessions/{session_id}", session_socket),
+        Route("/", index, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=static, check_dir=False), name="static"),
+    ]
+    handlers: dict[Any, Any] = {ApiError: api_error_handler, HTTPException: http_error_handler}
+    app = Starlette(routes=routes, middleware=[Middleware(AccessLog), Middleware(Guard)],
+                    exception_handlers=handlers)
+    app.state.turnstream = state
+    return app
+
+
+__all__ = ["create_app"]

@@ -1,0 +1,114 @@
+"""Following one turn: stored events first, then live ones, with no gap and no duplicate.
+
+The order of operations is what makes it exact:
+
+1. subscribe to the turn on the bus (from now on every published event is queued);
+2. read the store for events after the client's last ``n`` and send them;
+3. send queued events, dropping every one whose ``n`` was already sent.
+
+A persisted event is written before it is published, so an event published before step 1
+is in the store by step 2; one published after step 1 is in the queue. Deltas are never
+stored: a client that reconnects gets the finished blocks (``block_stop``) instead of the
+deltas it missed. A ``Wake`` (an event too large for a notification from another process),
+a ping tick and the end of a pause all send the client back to the store for what it lacks,
+so a lost notification costs latency, never an event.
+
+The stream ends after the first ``turn_complete`` it sends, whatever its status: a turn
+that paused for the client ends a stream; the continuation is followed from that event's
+id. A turn that ended without ``turn_complete`` (interrupted by a crash) gets one made up
+from its stored state, numbered after its last event and not stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from ..bus import Bus, Envelope, Message, Subscription
+from ..store import Store
+
+ENDED = ("complete", "failed", "cancelled", "interrupted")
+
+
+class Follower:
+    def __init__(self, store: Store, bus: Bus, session_id: str, turn_id: str, after: int, *,
+                 sub: Subscription | None = None, ping_interval: float = 15.0) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self.last = after
+        self.ping_interval = ping_interval
+        self._sub = sub if sub is not None else bus.subscribe_turn(turn_id)
+        self.finished = False
+
+    def close(self) -> None:
+        self._sub.close()
+
+    async def _from_store(self) -> list[Envelope]:
+        out: list[Envelope] = []
+        for ev in await self.store.events_after(self.turn_id, self.last):
+            out.append(Envelope.stored(self.session_id, ev))
+            if ev.name == "turn_complete":
+                break
+        return out
+
+    async def _ended_without_event(self) -> Envelope | None:
+        """A made-up ``turn_complete`` for a turn that ended without writing one."""
+        turn = await self.store.get_turn(self.turn_id)
+        if turn is None or turn.status not in ENDED:
+            return None
+        if await self.store.events_after(self.turn_id, self.last):
+            return None  # it did write more: the caller reads it
+        data = {"turn_id": turn.id, "status": turn.status, "stop_reason": turn.stop_reason or "error",
+                "usage": turn.usage.model_dump(), "steps": max((b.step for b in turn.blocks), default=0)}
+        return Envelope(self.session_id, self.turn_id, self.last + 1, "turn_complete", data)
+
+    def _take(self, env: Envelope) -> bool:
+        """True when ``env`` is new (and records it as sent)."""
+        if env.n <= self.last:
+            return False
+        self.last = env.n
+        if env.name == "turn_complete":
+            self.finished = True
+        return True
+
+    async def events(self) -> AsyncIterator[Envelope | None]:
+        """Every event after ``after`` in order; None when a ping is due. Ends after
+        ``turn_complete``."""
+        try:
+            for env in await self._from_store():
+                if self._take(env):
+                    yield env
+            if self.finished:
+                return
+            made_up = await self._ended_without_event()
+            if made_up is not None:
+                self._take(made_up)
+                yield made_up
+                return
+            while not self.finished:
+                item = await self._sub.get(self.ping_interval)
+                if isinstance(item, Envelope):
+                    if item.n > self.last + 1 and item.name != "block_delta":
+                        # Something may lie between (e.g. lost while the listener reconnected).
+                        for env in await self._from_store():
+                            if env.n < item.n and self._take(env):
+                                yield env
+                    if self._take(item):
+                        yield item
+                    continue
+                if isinstance(item, Message):
+                    continue
+                if item is None:
+                    yield None
+                for env in await self._from_store():
+                    if self._take(env):
+                        yield env
+                if not self.finished:
+                    made_up = await self._ended_without_event()
+                    if made_up is not None and self._take(made_up):
+                        yield made_up
+        finally:
+            self.close()
+
+
+__all__ = ["ENDED", "Follower"]

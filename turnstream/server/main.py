@@ -1,0 +1,170 @@
+"""``turnstream serve``: open the store, recover, make sure a user can log in, serve.
+
+Settings (each flag has its environment variable; see ``cli.py``): ``--db`` /
+``TURNSTREAM_DB``, ``--model`` / ``TURNSTREAM_MODEL``, plus ``TURNSTREAM_ALLOWED_ORIGINS``,
+``TURNSTREAM_PING_INTERVAL``, ``TURNSTREAM_LOG_LEVEL``, ``TURNSTREAM_LOG_FORMAT`` and
+``TURNSTREAM_KEY_FILE``.
+
+The login key: keys are stored hashed, so the key printed at start-up is kept in a key
+file readable only by its owner (``<database file>.key`` for SQLite, else under
+``~/.config/turnstream/``). On first start — no key file, or its key no longer valid —
+a local user is created and its key written there. ``--port 0`` picks a free port; the
+address printed is the real one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..bus import Bus, open_bus
+from ..errors import UsageError
+from ..mock.scenario import builtin_names
+from ..store import DEFAULT_DB, Store, open_store
+from . import logs
+from .state import AppState, Settings
+
+if TYPE_CHECKING:
+    from ..notebook import NotebookManager
+
+log = logging.getLogger("turnstream.server")
+
+DEMO = "notebook-demo"
+
+
+def default_model() -> tuple[str, bool]:
+    """The model when none was given: from the API keys in the environment, else the demo."""
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic:claude-sonnet-4-5", False
+    if os.environ.get("OPENAI_API_KEY"):
+        return "openai:gpt-4.1", False
+    names = builtin_names()
+    return f"scripted:{DEMO if DEMO in names else 'echo'}", True
+
+
+def key_file(db: str) -> Path:
+    explicit = os.environ.get("TURNSTREAM_KEY_FILE")
+    if explicit:
+        return Path(explicit)
+    scheme, _, rest = db.partition("://")
+    if scheme == "sqlite" and rest not in ("/:memory:", "/"):
+        return Path(rest[1:] + ".key")
+    digest = hashlib.sha256(db.encode()).hexdigest()[:16]
+    return Path.home() / ".config" / "turnstream" / f"{digest}.key"
+
+
+async def login_key(store: Store, path: Path, *, persistent: bool) -> tuple[str, bool]:
+    """The key to print, and whether a user was created for it."""
+    if persistent and path.is_file():
+        key = path.read_text().strip()
+        if key and await store.user_by_key(key) is not None:
+            return key, False
+    _, key = await store.create_user("local")
+    if persistent:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(key + "\n")
+    return key, True
+
+
+def _settings(db: str, model: str, demo: bool) -> Settings:
+    origins = tuple(o.strip().rstrip("/") for o in os.environ.get("TURNSTREAM_ALLOWED_ORIGINS", "").split(",")
+                    if o.strip())
+    ping = float(os.environ.get("TURNSTREAM_PING_INTERVAL") or 15.0)
+    return Settings(db=db, model=model, demo=demo, allowed_origins=origins, ping_interval=ping)
+
+
+async def _heartbeat(store: Store, every: float) -> None:
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await store.heartbeat()
+        except Exception as exc:
+            log.warning("heartbeat failed: %s", exc)
+
+
+async def _run(host: str, port: int, db: str, model: str, demo: bool) -> int:
+    import uvicorn
+
+    from .app import create_app
+
+    settings = _settings(db, model, demo)
+    store = open_store(db)
+    await store.open()
+    bus = open_bus(db)
+    state: AppState | None = None
+    beat: asyncio.Task[None] | None = None
+    try:
+        await bus.start()
+        recovered = await store.recover(stale_after=settings.stale_after if bus.shared else None)
+        if recovered:
+            log.info("recovered %d interrupted turn(s)", len(recovered), extra={"turns": recovered})
+        state = AppState(settings=settings, store=store, bus=bus, notebooks=_notebooks(store, bus))
+        state.provider(model)  # fail now, not on the first message, when the model is unusable
+        persistent = not db.startswith(("memory:", "sqlite:///:memory:"))
+        key, created = await login_key(store, key_file(db), persistent=persistent)
+        beat = asyncio.create_task(_heartbeat(store, settings.heartbeat_interval))
+
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+        real_port = sock.getsockname()[1]
+        shown = f"[{host}]" if ":" in host else host
+        if demo:
+            print(f"No model configured (--model, or ANTHROPIC_API_KEY / OPENAI_API_KEY): running the demo "
+                  f"model {model}.", flush=True)
+        if created:
+            print("Created a local user; its key is kept in the key file for the next start.", flush=True)
+        print(f"turnstream serving {model} on http://{shown}:{real_port}/#key={key}", flush=True)
+
+        config = uvicorn.Config(create_app(state), log_config=None, access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=3, ws_ping_interval=20)
+        server = uvicorn.Server(config)
+        await server.serve(sockets=[sock])
+        return 0
+    finally:
+        if beat is not None:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+        if state is not None:
+            await state.aclose()
+        await bus.aclose()
+        await store.aclose()
+
+
+def _notebooks(store: Store, bus: Bus) -> NotebookManager | None:
+    try:
+        from ..notebook import NotebookManager
+    except ImportError:  # the notebook extra is not installed
+        return None
+
+    async def broadcast(session_id: str, message: dict[str, Any]) -> None:
+        bus.publish_message(session_id, message)
+
+    return NotebookManager(store, on_change=broadcast)
+
+
+def serve(*, host: str = "127.0.0.1", port: int = 8000, db: str | None = None, model: str | None = None) -> int:
+    logs.setup(os.environ.get("TURNSTREAM_LOG_LEVEL", "INFO"), os.environ.get("TURNSTREAM_LOG_FORMAT", "json"))
+    db = db or os.environ.get("TURNSTREAM_DB") or DEFAULT_DB
+    demo = False
+    if not model:
+        model, demo = default_model()
+    try:
+        return asyncio.run(_run(host, port, db, model, demo))
+    except UsageError as exc:
+        print(f"turnstream serve: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"turnstream serve: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,201 @@
+"""Request and response bodies of the HTTP API. ``/openapi.json`` is built from these.
+
+Strings that reach the database refuse NUL characters and lone surrogates: PostgreSQL
+cannot store the first, no JSON encoder writes the second, and both are easier to refuse
+at the door (with a 422 naming the field) than to fail on deep inside a turn.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+from ..blocks import Block, Usage
+
+TOOLSETS = ("notebook", "calculator", "none")
+Toolset = Literal["notebook", "calculator", "none"]
+ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+
+
+def _storable(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode (no lone surrogates)") from None
+    return value
+
+
+Text = Annotated[str, AfterValidator(_storable)]
+
+
+def _storable_json(value: Any) -> Any:
+    if isinstance(value, str):
+        _storable(value)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _storable(k)
+            _storable_json(v)
+    elif isinstance(value, list):
+        for v in value:
+            _storable_json(v)
+    return value
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ClientTool(_Body):
+    """A tool the client runs itself: the turn pauses with a ``tool_request`` until the
+    client posts the result to ``/api/sessions/{id}/tool-results``."""
+
+    name: Annotated[str, Field(pattern=ID_PATTERN, description="Tool name as the model sees it.")]
+    description: Text = Field(default="", max_length=10_000)
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}},
+                                         description="JSON Schema (an object schema) of the tool's input.")
+    requires_approval: bool = False
+
+    @field_validator("input_schema")
+    @classmethod
+    def _object_schema(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if v.get("type", "object") != "object":
+            raise ValueError("must be a JSON Schema of type 'object'")
+        return dict(_storable_json(v))
+
+
+def _unique_tool_names(tools: list[ClientTool] | None) -> list[ClientTool] | None:
+    if tools:
+        names = [t.name for t in tools]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup is not None:
+            raise ValueError(f"tool name {dup!r} is declared twice")
+    return tools
+
+
+ClientTools = Annotated[list[ClientTool] | None, Field(default=None, max_length=128),
+                        AfterValidator(_unique_tool_names)]
+
+
+class SessionCreate(_Body):
+    title: Text = Field(default="", max_length=500)
+    model: Text | None = Field(default=None, max_length=500,
+                               description="provider:model for this session; the server's model when absent.")
+    toolset: Toolset | None = Field(default=None, description="Server tools of the session (default: notebook).")
+
+
+class TurnCreate(_Body):
+    message: Text = Field(min_length=1, max_length=500_000, description="The user's message.")
+    client_tools: ClientTools = None
+
+
+class ToolResultIn(_Body):
+    """The client's answer to a ``tool_request``: a client tool's result (``content``,
+    ``is_error``), or an approval decision (``approved``) for a tool that needs one."""
+
+    tool_use_id: Annotated[str, Field(min_length=1, max_length=200)]
+    turn_id: str | None = Field(default=None, max_length=200,
+                                description="The waiting turn; the session's waiting turn when absent.")
+    content: Text | None = Field(default=None, max_length=10_000_000)
+    is_error: bool = False
+    approved: bool | None = None
+
+
+class SessionOut(BaseModel):
+    id: str
+    title: str
+    model: str
+    toolset: str | None
+    created_at: float
+
+
+class TurnOut(BaseModel):
+    id: str
+    session_id: str
+    input: str
+    status: str
+    blocks: list[Block]
+    usage: Usage
+    stop_reason: str | None
+    steps: int
+    model: str
+    error: str | None
+    created_at: float
+
+
+class SessionDetail(SessionOut):
+    turns: list[TurnOut]
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionOut]
+
+
+class ToolResultOut(BaseModel):
+    turn_id: str
+    tool_use_id: str
+    resumed: bool = Field(description="True when this was the last answer the turn waited for: it continues now.")
+    last_event_id: str = Field(description="Follow the turn from here: GET …/turns/{turn_id}/events "
+                                           "with this as Last-Event-ID.")
+
+
+class CancelOut(BaseModel):
+    turn_id: str
+    status: str = Field(description="'cancelled', or 'cancelling' when another process runs the turn.")
+
+
+class Deleted(BaseModel):
+    deleted: bool
+
+
+class Health(BaseModel):
+    status: str
+    store: str
+    live_turns: int
+
+
+class ErrorOut(BaseModel):
+    error: str
+    message: str
+    detail: list[dict[str, Any]] | None = None
+
+
+class UIMessageIn(BaseModel):
+    """A message as ``useChat`` sends it (AI SDK ``UIMessage``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = ""
+    role: Literal["system", "user", "assistant"]
+    parts: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ChatRequest(BaseModel):
+    """The body ``useChat`` posts (AI SDK 5+): the chat id names the session. Extra fields
+    from the transport's ``body`` option are allowed; ``client_tools``, ``model`` and
+    ``toolset`` are read from there."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: Annotated[str, Field(pattern=ID_PATTERN, description="The chat id; it is the session id.")]
+    messages: list[UIMessageIn] = Field(min_length=1)
+    trigger: str | None = None
+    messageId: str | None = None
+    client_tools: ClientTools = None
+    model: Text | None = Field(default=None, max_length=500)
+    toolset: Toolset | None = None
+
+    @field_validator("messages")
+    @classmethod
+    def _storable_messages(cls, v: list[UIMessageIn]) -> list[UIMessageIn]:
+        for m in v:
+            _storable_json(m.parts)
+        return v
+
+
+__all__ = [
+    "TOOLSETS", "ChatRequest", "ClientTool", "SessionCreate", "SessionDetail", "SessionList", "SessionOut",
+    "ToolResultIn", "ToolResultOut", "TurnCreate", "TurnOut", "UIMessageIn",
+]

@@ -1,0 +1,54 @@
+"""The SSE encoding of turn events (SPEC §8) and the streaming response around it.
+
+Each event is three lines and a blank one::
+
+    id: <turn_id>:<n>
+    event: <name>
+    data: <json on one line>
+
+A comment line (``: ping``) goes out when nothing else has for ``ping_interval`` seconds,
+so proxies keep the connection open and a dead client is noticed. The stream starts with
+``retry:`` so that an ``EventSource`` reconnects quickly, sending ``Last-Event-ID``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from starlette.responses import StreamingResponse
+
+from ..bus import Envelope
+
+PING = b": ping\n\n"
+RETRY = b"retry: 1000\n\n"
+HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
+
+
+def encode(env: Envelope) -> bytes:
+    """One event as SSE bytes. JSON never holds a raw newline, so ``data`` is one line."""
+    return b"".join((b"id: ", env.event_id.encode(), b"\nevent: ", env.name.encode(), b"\ndata: ", env.json,
+                     b"\n\n"))
+
+
+async def encode_stream(events: AsyncIterator[Envelope | None]) -> AsyncIterator[bytes]:
+    yield RETRY
+    async for env in events:
+        yield PING if env is None else encode(env)
+
+
+def sse_response(events: AsyncIterator[Envelope | None], *, headers: dict[str, str] | None = None) -> StreamingResponse:
+    return StreamingResponse(encode_stream(events), media_type="text/event-stream",
+                             headers={**HEADERS, **(headers or {})})
+
+
+def parse_last_event_id(value: str, turn_id: str) -> int | None:
+    """``<turn_id>:<n>`` (or a bare ``n``) to n; None when it is not one of those for this turn."""
+    tid, sep, n = value.strip().rpartition(":")
+    if sep and tid != turn_id:
+        return None
+    if not (n.isascii() and n.isdigit()) or len(n) > 12:
+        return None
+    return int(n)
+
+
+__all__ = ["PING", "encode", "parse_last_event_id", "sse_response"]

@@ -1,0 +1,117 @@
+"""What the server holds for its lifetime: settings, store, bus, live turns, notebooks.
+
+``AppState.config_for(session)`` is the one place that decides what a turn of a session
+runs with: its model (the session's, else the server's) and its server tools (the
+session's toolset).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..blocks import Session
+from ..bus import Bus
+from ..errors import UsageError
+from ..loop import RunConfig
+from ..providers import Provider, resolve_model
+from ..store import Store
+from ..tools.tool import Tool
+from .auth import Authenticator
+
+if TYPE_CHECKING:
+    from ..notebook import NotebookManager
+    from .turns import TurnManager
+
+STATIC_DIR = Path(__file__).parent / "static"
+DEFAULT_TOOLSET = "notebook"
+
+NOTEBOOK_SYSTEM = (
+    "You work beside the user's notebook. Use the notebook tools to read, write and run cells "
+    "(Python, or SQL over the Python namespace's DataFrames) and answer from their outputs."
+)
+
+
+@dataclass(slots=True)
+class Settings:
+    db: str
+    model: str
+    demo: bool = False
+    """True when no model was configured and the demo scenario runs."""
+    allowed_origins: tuple[str, ...] = ()
+    """Origins allowed on the WebSocket besides the server's own (``TURNSTREAM_ALLOWED_ORIGINS``)."""
+    ping_interval: float = 15.0
+    """Seconds between SSE comment pings (``TURNSTREAM_PING_INTERVAL``)."""
+    static_dir: Path = STATIC_DIR
+    heartbeat_interval: float = 10.0
+    stale_after: float = 45.0
+    """With a shared database: a running turn whose process has not beaten for this long is recovered."""
+
+
+def toolset_tools(name: str | None, *, notebooks_available: bool) -> list[Tool]:
+    from ..toolsets import calculator_tool
+
+    name = name or DEFAULT_TOOLSET
+    if name == "none":
+        return []
+    if name == "calculator" or not notebooks_available:
+        return [calculator_tool]
+    from ..toolsets.notebook import NOTEBOOK_TOOLS
+
+    return [*NOTEBOOK_TOOLS, calculator_tool]
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    store: Store
+    bus: Bus
+    notebooks: NotebookManager | None = None
+    turns: TurnManager = field(init=False)
+    auth: Authenticator = field(init=False)
+    _providers: dict[str, Provider] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from .turns import TurnManager
+
+        self.turns = TurnManager(self.store, self.bus, self.config_for)
+        self.auth = Authenticator(self.store)
+
+    def provider(self, model: str | None) -> Provider:
+        """The provider for ``model`` (the server's default when empty), made once per name.
+        Raises ``UsageError`` for a name that does not resolve."""
+        name = model or self.settings.model
+        p = self._providers.get(name)
+        if p is None:
+            p = resolve_model(name)
+            self._providers[name] = p
+        return p
+
+    def check_model(self, model: str) -> str | None:
+        """None when ``model`` can be used, else why not."""
+        try:
+            self.provider(model)
+        except UsageError as exc:
+            return str(exc)
+        except Exception as exc:  # a provider that cannot start (missing key, bad scenario file)
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    def config_for(self, session: Session) -> RunConfig:
+        tools = toolset_tools(session.toolset, notebooks_available=self.notebooks is not None)
+        deps: dict[str, Any] = {}
+        system = None
+        if self.notebooks is not None and any(t.name == "run_cell" for t in tools):
+            deps["notebooks"] = self.notebooks
+            system = NOTEBOOK_SYSTEM
+        return RunConfig(provider=self.provider(session.model or None), tools=tools, system=system,
+                         deps=deps, live_deltas=True)
+
+    async def aclose(self) -> None:
+        await self.turns.aclose()
+        if self.notebooks is not None:
+            await self.notebooks.aclose()
+        for p in self._providers.values():
+            await p.aclose()
+        self._providers.clear()

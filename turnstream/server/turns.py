@@ -1,0 +1,247 @@
+"""``TurnManager``: the turns this process drives, each in its own task.
+
+A turn runs in a task of its own, never in the request that started it, so a client that
+disconnects stops only its listener. The runner's ``on_event`` publishes every event to
+the bus; listeners follow a turn through ``follow.follow`` (store first, then live).
+
+Which process drives a turn: the one that received the message, or, after a pause for the
+client, the one that received the last tool result (``claim_turn`` makes sure exactly one
+does). A cancel for a turn driven elsewhere goes over the bus.
+
+Safety net: when a driving task ends without the runner having finished the turn (a bug, a
+store failure, a cancel that came before the loop started), the turn is closed here:
+dangling tool calls get ``is_error`` results and ``turn_complete`` is written, so no
+listener waits forever and the session can take its next message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from ..blocks import Session, ToolResultBlock, ToolUseBlock, TurnStatus, TurnStopReason
+from ..bus import Bus, Envelope, Subscription
+from ..events import StreamEvent, TurnStart
+from ..loop import CANCELLED, RunConfig, TurnRunner
+from ..store import Store, StoredEvent
+
+log = logging.getLogger("turnstream.server.turns")
+
+FAILED = "Not run: the turn failed before this call finished ({reason})."
+
+
+@dataclass(slots=True, eq=False)
+class _Live:
+    runner: TurnRunner
+    session_id: str
+    task: asyncio.Task[None] | None = None
+    cancelled: bool = False
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class TurnManager:
+    def __init__(self, store: Store, bus: Bus, config_for: Callable[[Session], RunConfig]) -> None:
+        self.store = store
+        self.bus = bus
+        self.config_for = config_for
+        self._live: dict[str, _Live] = {}
+        self._running: set[_Live] = set()
+        """Every driving task's record, also before its turn id is known."""
+        bus.on_control = self._on_control
+
+    @property
+    def live_count(self) -> int:
+        return len(self._live)
+
+    def is_live(self, turn_id: str) -> bool:
+        return turn_id in self._live
+
+    # starting ----------------------------------------------------------------------------
+    async def start(self, session: Session, message: str,
+                    client_tools: list[dict[str, Any]] | None = None) -> tuple[str, Subscription]:
+        """Start a turn; return its id and a subscription that has every event from the
+        first. Raises ``TurnConflictError`` when the session has an open turn."""
+        loop = asyncio.get_running_loop()
+        sub = self.bus.subscription()
+        ready: asyncio.Future[str] = loop.create_future()
+        live: _Live | None = None
+
+        def on_event(ev: StreamEvent) -> None:
+            if type(ev) is TurnStart:
+                # Attached before the event is published, in the runner's own task: the
+                # subscription misses nothing, deltas included.
+                self.bus.attach(sub, "turn", ev.turn_id)
+                assert live is not None
+                self._live[ev.turn_id] = live
+                if not ready.done():
+                    ready.set_result(ev.turn_id)
+            self.bus.publish(session.id, ev)
+
+        runner = TurnRunner(self.config_for(session), self.store, on_event=on_event)
+        live = _Live(runner, session.id)
+        task = self._spawn(live, runner.run(session.id, message, client_tools=client_tools))
+
+        def on_done(t: asyncio.Task[None]) -> None:
+            if not ready.done():
+                exc = None if t.cancelled() else t.exception()
+                ready.set_exception(exc or RuntimeError("the turn ended before it started"))
+
+        task.add_done_callback(on_done)
+        try:
+            turn_id = await asyncio.shield(ready)
+        except BaseException:
+            sub.close()
+            raise
+        return turn_id, sub
+
+    async def resume(self, session: Session, turn_id: str) -> None:
+        """Continue a turn whose last pending tool result just arrived (in the background)."""
+        runner = TurnRunner(self.config_for(session), self.store,
+                            on_event=lambda ev: self.bus.publish(session.id, ev))
+        live = _Live(runner, session.id)
+        self._live[turn_id] = live
+        self._spawn(live, runner.resume(turn_id), turn_id=turn_id)
+
+    def _spawn(self, live: _Live, coro: Awaitable[Any], turn_id: str | None = None) -> asyncio.Task[None]:
+        task = asyncio.create_task(self._drive(live, coro, turn_id))
+        live.task = task
+        self._running.add(live)
+        task.add_done_callback(lambda _: self._running.discard(live))
+        return task
+
+    async def _drive(self, live: _Live, coro: Awaitable[Any], turn_id: str | None) -> None:
+        runner = live.runner
+        error: BaseException | None = None
+        try:
+            await coro
+        except asyncio.CancelledError:
+            if not live.cancelled:
+                raise
+        except Exception as exc:
+            if runner.turn_id:
+                error = exc
+            elif turn_id is None:
+                raise  # a turn that never started (TurnConflictError): start() reports it
+            elif isinstance(exc, ValueError):  # another request or process resumed it first
+                log.info("turn %s: not resumed here (%s)", turn_id, exc)
+            else:
+                log.error("turn %s could not be resumed", turn_id, exc_info=exc)
+        finally:
+            tid = runner.turn_id
+            if tid and runner.turn is None:
+                with anyio.CancelScope(shield=True):
+                    await self._safety_net(live, error)
+            if tid and self._live.get(tid) is live:
+                del self._live[tid]
+            live.done.set()
+
+    async def _safety_net(self, live: _Live, error: BaseException | None) -> None:
+        tid = live.runner.turn_id
+        try:
+            turn = await self.store.get_turn(tid)
+            if turn is None or turn.status != "running":
+                return
+            if error is not None:
+                log.error("turn %s failed", tid, exc_info=error)
+                reason = f"{type(error).__name__}: {error}"
+                await close_out(self.store, self.bus, live.session_id, tid, "failed", FAILED.format(reason=reason),
+                                error={"code": "internal_error", "message": reason, "retryable": False})
+            else:
+                await close_out(self.store, self.bus, live.session_id, tid, "cancelled", CANCELLED)
+        except Exception:
+            log.exception("turn %s could not be closed out", tid)
+
+    # cancelling --------------------------------------------------------------------------
+    async def cancel(self, session_id: str, turn_id: str) -> str | None:
+        """Cancel a turn wherever it runs. Returns ``cancelled`` (done here),
+        ``cancelling`` (asked the process that runs it), or None when the turn is not open."""
+        if await self._cancel_local(turn_id):
+            return "cancelled"
+        turn = await self.store.get_turn(turn_id)
+        if turn is None:
+            return None
+        if turn.status == "awaiting_client":
+            if await self.store.claim_turn(turn_id, "awaiting_client", "running"):
+                await close_out(self.store, self.bus, session_id, turn_id, "cancelled", CANCELLED)
+                return "cancelled"
+            if await self._cancel_local(turn_id):  # resumed here meanwhile
+                return "cancelled"
+            turn = await self.store.get_turn(turn_id)
+            if turn is None:
+                return None
+        if turn.status == "running":
+            await self.bus.control("cancel", turn_id)
+            return "cancelling"
+        return None
+
+    async def _cancel_local(self, turn_id: str) -> bool:
+        live = self._live.get(turn_id)
+        if live is None:
+            return False
+        _request_cancel(live)
+        await live.done.wait()
+        return True
+
+    async def _on_control(self, action: str, turn_id: str) -> None:
+        if action == "cancel" and turn_id in self._live:
+            log.info("turn %s: cancel requested by another process", turn_id)
+            await self._cancel_local(turn_id)
+
+    async def aclose(self) -> None:
+        """Cancel every turn this process drives and wait until each is closed out."""
+        lives = list(self._running)
+        for live in lives:
+            _request_cancel(live)
+        for live in lives:
+            if live.task is not None:
+                with contextlib.suppress(BaseException):
+                    await live.task
+
+
+def _request_cancel(live: _Live) -> None:
+    live.cancelled = True
+    if live.runner._task is not None:
+        live.runner.cancel()
+    elif live.task is not None:
+        # The loop has not started yet (it records its task when it does): cancel ours,
+        # and the safety net closes the turn.
+        live.task.cancel()
+
+
+async def close_out(store: Store, bus: Bus, session_id: str, turn_id: str, status: TurnStatus, reason: str,
+                    *, error: dict[str, Any] | None = None) -> None:
+    """End a turn that no runner will finish: answer its dangling tool calls with
+    ``is_error`` results, record an ``error`` event if given, and write ``turn_complete``.
+    The caller owns the turn (it is ``running`` and nobody else drives it)."""
+    turn = await store.get_turn(turn_id)
+    if turn is None:
+        return
+    n = await store.last_event_n(turn_id)
+    answered = {b.tool_use_id for b in turn.blocks if isinstance(b, ToolResultBlock)}
+    seq = len(turn.blocks)
+    for call in [b for b in turn.blocks if isinstance(b, ToolUseBlock) and b.tool_use_id not in answered]:
+        n += 1
+        block = ToolResultBlock(seq=seq, step=call.step, tool_use_id=call.tool_use_id, content=reason, is_error=True)
+        seq += 1
+        data = {"index": block.seq, "block": block.model_dump(mode="json", exclude_none=True)}
+        await store.append_block(turn_id, block, StoredEvent(turn_id, n, "block_stop", data))
+        bus.publish_envelope(Envelope(session_id, turn_id, n, "block_stop", data))
+    if error is not None:
+        n += 1
+        await store.append_event(StoredEvent(turn_id, n, "error", error))
+        bus.publish_envelope(Envelope(session_id, turn_id, n, "error", error))
+    n += 1
+    steps = max((b.step for b in turn.blocks), default=0)
+    stop_reason: TurnStopReason = "cancelled" if status == "cancelled" else "error"
+    data = {"turn_id": turn_id, "status": status, "stop_reason": stop_reason, "usage": turn.usage.model_dump(),
+            "steps": steps}
+    await store.finish_turn(turn_id, status=status, stop_reason=stop_reason, usage=turn.usage, steps=steps,
+                            error=error["message"] if error else None,
+                            event=StoredEvent(turn_id, n, "turn_complete", data))
+    bus.publish_envelope(Envelope(session_id, turn_id, n, "turn_complete", data))

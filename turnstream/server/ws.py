@@ -1,0 +1,134 @@
+"""WebSocket ``/ws/sessions/{id}``: every open tab of a session sees its turns live and its
+notebook change.
+
+Handshake: the ``Origin`` must be the server's own or one of the allowed origins
+(``TURNSTREAM_ALLOWED_ORIGINS``, comma-separated; a client that sends no ``Origin`` is not
+a browser and passes), and the API key must be valid and own the session. The key comes as
+the subprotocol ``turnstream.key.<key>`` (offer it with ``turnstream``, which the server
+selects), as ``?key=<key>``, or as an ``Authorization`` header. A refused handshake is
+answered with HTTP 403 (origin), 401 (key) or 404 (session), before any upgrade.
+
+Messages, server to client (JSON text frames):
+
+* ``{"type": "hello", "session_id", "notebook": <notebook_state or null>}`` on connect;
+* ``{"type": "event", "session_id", "turn_id", "id": "<turn_id>:<n>", "n", "event", "data"}``
+  for every event of every turn of the session (the SSE event as JSON);
+* the notebook's own messages (``{"type": "notebook", …}``, see ``NotebookManager``);
+* ``{"type": "pong"}`` in answer to ``{"type": "ping"}``.
+
+This channel is live only: a tab that reconnects reads what it missed with
+``GET /api/sessions/{id}`` and the events route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+from starlette.responses import JSONResponse
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from ..bus import Envelope, Message, Wake
+from .auth import SUBPROTOCOL, owned_session, websocket_key
+from .errors import ApiError
+from .state import AppState
+
+log = logging.getLogger("turnstream.server.ws")
+
+
+def origin_allowed(origin: str | None, host: str | None, allowed: tuple[str, ...]) -> bool:
+    if not origin:
+        return True
+    if origin in allowed or "*" in allowed:
+        return True
+    parts = urlsplit(origin)
+    return bool(host) and parts.netloc.lower() == (host or "").lower() and parts.scheme in ("http", "https")
+
+
+def event_message(env: Envelope) -> bytes:
+    return b"".join((b'{"type":"event","session_id":', orjson.dumps(env.session_id), b',"turn_id":',
+                     orjson.dumps(env.turn_id), b',"id":', orjson.dumps(env.event_id), b',"n":',
+                     str(env.n).encode(), b',"event":', orjson.dumps(env.name), b',"data":', env.json, b"}"))
+
+
+async def _refuse(ws: WebSocket, status: int, code: str, message: str) -> None:
+    try:
+        await ws.send_denial_response(JSONResponse({"error": code, "message": message}, status_code=status))
+    except RuntimeError:  # the server cannot send an HTTP answer to a handshake: plain close
+        await ws.close(code=1008, reason=message[:120])
+
+
+async def session_socket(ws: WebSocket) -> None:
+    state: AppState = ws.app.state.turnstream
+    session_id = str(ws.path_params["session_id"])
+    if not origin_allowed(ws.headers.get("origin"), ws.headers.get("host"), state.settings.allowed_origins):
+        await _refuse(ws, 403, "forbidden_origin", f"origin {ws.headers.get('origin')} is not allowed")
+        return
+    key, by_protocol = websocket_key(ws.headers, ws.query_params.get("key"))
+    user = await state.auth.user(key)
+    if user is None:
+        await _refuse(ws, 401, "unauthorized", "a valid API key is required (subprotocol, ?key= or header)")
+        return
+    try:
+        await owned_session(state.store, user, session_id)
+    except ApiError as exc:
+        await _refuse(ws, exc.status, exc.code, exc.message)
+        return
+    sub = state.bus.subscribe_session(session_id)
+    try:
+        offered = [p.strip() for p in ws.headers.get("sec-websocket-protocol", "").split(",")]
+        await ws.accept(subprotocol=SUBPROTOCOL if by_protocol or SUBPROTOCOL in offered else None)
+        notebook: dict[str, Any] | None = None
+        if state.notebooks is not None:
+            notebook = await state.notebooks.state(session_id)
+        await ws.send_text(orjson.dumps({"type": "hello", "session_id": session_id, "notebook": notebook}).decode())
+        async with asyncio.TaskGroup() as tg:
+            reader = tg.create_task(_read(ws))
+            tg.create_task(_forward(ws, state, sub, reader))
+    except* (WebSocketDisconnect, ConnectionError, RuntimeError) as group:
+        log.debug("websocket of session %s ended: %r", session_id, group.exceptions[0])
+    finally:
+        sub.close()
+
+
+async def _read(ws: WebSocket) -> None:
+    """Answer pings; return when the client closes."""
+    while True:
+        msg = await ws.receive()
+        if msg["type"] == "websocket.disconnect":
+            return
+        try:
+            doc = orjson.loads(msg.get("text") or msg.get("bytes") or b"")
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(doc, dict) and doc.get("type") == "ping":
+            await ws.send_text('{"type":"pong"}')
+
+
+async def _forward(ws: WebSocket, state: AppState, sub: Any, reader: asyncio.Task[None]) -> None:
+    """Send bus items until the client goes (the reader ends), then stop."""
+    last: dict[str, int] = {}
+    while not reader.done():
+        getter = asyncio.ensure_future(sub.get())
+        done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+        if getter not in done:
+            getter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await getter
+            return
+        item = getter.result()
+        if isinstance(item, Envelope):
+            if item.n > last.get(item.turn_id, 0):
+                last[item.turn_id] = item.n
+                await ws.send_text(event_message(item).decode())
+        elif isinstance(item, Message):
+            await ws.send_text(orjson.dumps(item.data).decode())
+        elif isinstance(item, Wake):  # an event too large for a notification: read it from the store
+            for ev in await state.store.events_after(item.turn_id, last.get(item.turn_id, 0)):
+                env = Envelope.stored(item.session_id, ev)
+                last[item.turn_id] = env.n
+                await ws.send_text(event_message(env).decode())
