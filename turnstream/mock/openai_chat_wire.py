@@ -32,7 +32,8 @@ def _text_of(content: Any) -> str:
 
 
 def request_view(body: dict[str, Any]) -> RequestView:
-    user_texts, rounds, results, last_input = 0, 0, [], ""
+    user_texts, rounds, last_input = 0, 0, ""
+    results: list[str] = []
     for m in body.get("messages") or []:
         role = m.get("role")
         if role == "user":

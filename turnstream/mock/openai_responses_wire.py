@@ -37,7 +37,8 @@ def request_view(body: dict[str, Any]) -> RequestView:
     items = body.get("input")
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
-    user_texts, rounds, results, last_input = 0, 0, [], ""
+    user_texts, rounds, last_input = 0, 0, ""
+    results: list[str] = []
     in_round = False
     for item in items or []:
         if not isinstance(item, dict):

@@ -42,9 +42,9 @@ from __future__ import annotations
 import logging
 import secrets
 import string
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any, Literal, cast
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import orjson
@@ -359,13 +359,11 @@ class OpenAIChatProvider:
     def origin(self) -> str:
         return f"{self.name}:{self.model}"
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         parser = StreamParser(id_style=self.tool_id_style)
         decoder = SSEDecoder()
         body = request_body(request, openai_native=self.openai_native)
-        opened = cast(AsyncGenerator[bytes, None],
-                      http.open_stream(self._client, self.url, self._headers, body))
-        async with aclosing(opened) as chunks:
+        async with aclosing(http.open_stream(self._client, self.url, self._headers, body)) as chunks:
             async for chunk in chunks:
                 for sse in decoder.feed(chunk):
                     for ev in parser.parse(sse.data):

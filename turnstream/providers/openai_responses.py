@@ -41,9 +41,9 @@ item").
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any, cast
+from typing import Any
 
 import orjson
 
@@ -405,13 +405,11 @@ class OpenAIResponsesProvider:
     def origin(self) -> str:
         return f"{self.name}:{self.model}"
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         parser = StreamParser(id_style=self.tool_id_style)
         decoder = SSEDecoder()
         body = request_body(request)
-        opened = cast(AsyncGenerator[bytes, None],
-                      http.open_stream(self._client, self.url, self._headers, body))
-        async with aclosing(opened) as chunks:
+        async with aclosing(http.open_stream(self._client, self.url, self._headers, body)) as chunks:
             async for chunk in chunks:
                 for sse in decoder.feed(chunk):
                     for ev in parser.parse(sse.data):
