@@ -32,6 +32,15 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(doc, default=str).decode()
 
 
+class _DenialNoise(logging.Filter):
+    """uvicorn's websockets-sansio protocol logs "returned without completing handshake" after
+    a handshake answered with an HTTP denial (401/403/404), which is what ws.py does on
+    purpose; the client got its answer, so the line is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "ASGI callable returned without completing handshake."
+
+
 def setup(level: str = "INFO", fmt: str = "json") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else
@@ -42,6 +51,7 @@ def setup(level: str = "INFO", fmt: str = "json") -> None:
     for name in ("uvicorn", "uvicorn.error"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
+    logging.getLogger("uvicorn.error").addFilter(_DenialNoise())
     logging.getLogger("uvicorn.access").disabled = True
 
 

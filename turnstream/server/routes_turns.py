@@ -7,6 +7,7 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 
 from ..blocks import Session, Turn
+from ..bus import Envelope
 from ..loop import submit_tool_result
 from ..store import TurnConflictError
 from .api import API, Call, Reply
@@ -94,10 +95,12 @@ async def _waiting_turn(state: AppState, session: Session, turn_id: str | None) 
 
 async def submit(state: AppState, session: Session, turn: Turn, tool_use_id: str, *, content: str | None,
                  is_error: bool, approved: bool | None, field_prefix: tuple[Any, ...] = ("body",)) -> bool:
-    """Record one answer; True when the turn can continue. Maps the core's refusals to 4xx."""
+    """Record one answer and publish what it stored (a result block, or the approval);
+    True when the turn can continue. Maps the core's refusals to 4xx."""
+    before = await state.store.last_event_n(turn.id)
     try:
-        return await submit_tool_result(state.store, turn.id, tool_use_id, content=content, is_error=is_error,
-                                        approved=approved)
+        ready = await submit_tool_result(state.store, turn.id, tool_use_id, content=content, is_error=is_error,
+                                         approved=approved)
     except LookupError as exc:
         current = await state.store.get_turn(turn.id)
         if current is not None and current.status != "awaiting_client":
@@ -106,6 +109,9 @@ async def submit(state: AppState, session: Session, turn: Turn, tool_use_id: str
     except ValueError as exc:
         name = "approved" if "approved" in str(exc) else "content"
         raise invalid_field([*field_prefix, name], str(exc)) from None
+    for ev in await state.store.events_after(turn.id, before):
+        state.bus.publish_envelope(Envelope.stored(session.id, ev))
+    return ready
 
 
 @API.route("POST", "/api/sessions/{session_id}/tool-results",
