@@ -243,3 +243,27 @@ async def test_step_limit_sends_tool_choice_none(api: str, make: Make, mock_serv
     final = sent[-1]
     choice = final.get("tool_choice")
     assert choice in ({"type": "none"}, "none")
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_thinking_then_tool_call_round_trip(api: str, make: Make, mock_server: MockHandle) -> None:
+    # Anthropic thinking is replayed with its signature; a Responses reasoning item right before
+    # its function call (with the call's item id); Chat reasoning_content is never sent back.
+    calls: list[str] = []
+    first = {"blocks": [{"type": "thinking", "thinking": "The user wants weather.", "signature": "sig-1"},
+                        *WEATHER["steps"][0]["blocks"]]}
+    p = make(api, {**WEATHER, "steps": [first, WEATHER["steps"][1]]})
+    _, turn = await run(Agent(p, tools=[weather_tool(calls)], limits=limits()))
+    assert turn.status == "complete" and calls == ["Paris"]
+    assert [b.type for b in turn.blocks] == ["thinking", "text", "tool_use", "tool_result", "text"]
+    follow_up = requests_of(mock_server, p, api)[-1]
+    assert VALIDATORS[api](follow_up) is None
+    text = str(follow_up)
+    if api == "anthropic":
+        assert "sig-1" in text
+    elif api == "openai-responses":
+        kinds = [i.get("type", i.get("role")) for i in follow_up["input"]]
+        assert kinds[:4] == ["user", "reasoning", "message", "function_call"]
+        assert follow_up["input"][2]["id"].startswith("msg_")
+    else:
+        assert "The user wants weather." not in text
