@@ -41,7 +41,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "slow": {"name": "slow", "fragment_size": 12, "delay_ms": 8, "steps": [
         {"blocks": [{"type": "thinking", "thinking": "Thinking it over.", "signature": "sig"},
                     {"type": "text", "text": LONG_TEXT}]}]},
-    "echo": {"name": "echo", "fragment_size": 6, "steps": [{"blocks": [{"type": "text", "text": "You said: {{input}}"}]}]},
+    "echo": {"name": "echo", "fragment_size": 6,
+             "steps": [{"blocks": [{"type": "text", "text": "You said: {{input}}"}]}]},
 }
 
 

@@ -68,7 +68,8 @@ def test_results_of_a_step_in_any_order(server: Server, models: dict[str, str]) 
         second = _post(c, sid, tool_use_id=reqs["get_location"], content="Oslo")
         assert second.json()["resumed"] is True
         rest = _follow(c, sid, events[-1].id)
-        results = [e.data["block"] for e in rest if e.event == "block_stop" and e.data["block"]["type"] == "tool_result"]
+        results = [e.data["block"] for e in rest
+                   if e.event == "block_stop" and e.data["block"]["type"] == "tool_result"]
         # Stored in arrival order; replayed to the model in call order.
         assert [r["content"] for r in results] == ["09:30", "Oslo"]
         final = [e.data["block"]["text"] for e in rest if e.event == "block_stop" and e.data["block"]["type"] == "text"]

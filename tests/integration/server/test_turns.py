@@ -80,7 +80,7 @@ def test_replay_with_bare_number_and_query_param(server: Server) -> None:
         events = run_turn(c, sid, "abc")
         tid = events[0].data["turn_id"]
         with sse(c, "GET", f"/api/sessions/{sid}/turns/{tid}/events", headers={"Last-Event-ID": "2"}) as s:
-            assert [e.n for e in s.rest()][0] > 2
+            assert next(e.n for e in s.rest()) > 2
         with sse(c, "GET", f"/api/sessions/{sid}/turns/{tid}/events",
                  params={"last_event_id": events[-2].id}) as s:
             assert [e.event for e in s.rest()] == ["turn_complete"]

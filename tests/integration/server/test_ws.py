@@ -88,9 +88,8 @@ def test_handshake_refusals(server: Server, other_key: str, case: str, status: i
         kw["subprotocols"] = ["turnstream", f"turnstream.key.{other_key}"]
     elif case == "no session":
         url = _ws_url(server, "ses_doesnotexist")
-    with pytest.raises(InvalidStatus) as err:
-        with connect(url, open_timeout=10, **kw):
-            pass
+    with pytest.raises(InvalidStatus) as err, connect(url, open_timeout=10, **kw):
+        pass
     assert err.value.response.status_code == status
 
 
