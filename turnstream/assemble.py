@@ -58,6 +58,7 @@ class Assembler:
     __slots__ = (
         "_next_seq",
         "_open",
+        "_taken",
         "finished",
         "origin",
         "provider",
@@ -68,7 +69,8 @@ class Assembler:
         "usage",
     )
 
-    def __init__(self, *, step: int, first_seq: int, origin: str, provider: str, snapshots: bool = True) -> None:
+    def __init__(self, *, step: int, first_seq: int, origin: str, provider: str, snapshots: bool = True,
+                 taken_ids: set[str] | None = None) -> None:
         self.step = step
         self._next_seq = first_seq
         self.origin = origin
@@ -79,6 +81,7 @@ class Assembler:
         self.stop_reason: StopReason | None = None
         self.raw_stop_reason: str | None = None
         self.usage = Usage()
+        self._taken = taken_ids if taken_ids is not None else set()
 
     @property
     def next_seq(self) -> int:
@@ -106,15 +109,31 @@ class Assembler:
     def _opened(self, ev: BlockOpened) -> BlockStart:
         if ev.key in self._open:
             raise AssemblyError(f"block {ev.key!r} opened twice")
-        st = _Open(seq=self._next_seq, kind=ev.kind, tool_use_id=ev.tool_use_id, name=ev.name, data=ev.data)
+        tool_use_id = ev.tool_use_id
+        if ev.kind == "tool_use":
+            tool_use_id = self._unique_id(tool_use_id)
+        st = _Open(seq=self._next_seq, kind=ev.kind, tool_use_id=tool_use_id, name=ev.name, data=ev.data)
         self._next_seq += 1
         if ev.kind == "tool_use":
             st.json = PartialJSON()
         self._open[ev.key] = st
         kind = ev.kind
         if kind == "tool_use":
-            return BlockStart(index=st.seq, type="tool_use", tool_use_id=ev.tool_use_id, tool_name=ev.name)
+            return BlockStart(index=st.seq, type="tool_use", tool_use_id=tool_use_id, tool_name=ev.name)
         return BlockStart(index=st.seq, type=kind)
+
+    def _unique_id(self, tool_use_id: str | None) -> str:
+        """The call's id, or a new one when it is missing or was already used in this session
+        (some servers reuse ``call_1`` in every turn; ids must pair one call with one result)."""
+        if tool_use_id and tool_use_id not in self._taken:
+            self._taken.add(tool_use_id)
+            return tool_use_id
+        base = tool_use_id or "toolu_ts"
+        k = 2
+        while f"{base}_{k}" in self._taken:
+            k += 1
+        self._taken.add(f"{base}_{k}")
+        return f"{base}_{k}"
 
     def _delta(self, ev: Delta) -> BlockDelta | None:
         st = self._open.get(ev.key)

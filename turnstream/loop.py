@@ -244,8 +244,10 @@ class TurnRunner:
             request = ModelRequest(model=cfg.provider.model, messages=messages, system=cfg.system, tools=tools,
                                    tool_choice="none" if self._final_step else "auto",
                                    max_tokens=self._max_tokens)
+            taken = {b.tool_use_id for _, blocks in [*self._history, (self._input, self._blocks)]
+                     for b in blocks if isinstance(b, ToolUseBlock)}
             asm = Assembler(step=self._step, first_seq=len(self._blocks), origin=cfg.provider.origin,
-                            provider=cfg.provider.name, snapshots=cfg.live_deltas)
+                            provider=cfg.provider.name, snapshots=cfg.live_deltas, taken_ids=taken)
             self._current = asm
             started = False
             try:

@@ -372,3 +372,17 @@ async def test_sync_tools_run_in_a_thread_with_context(provider_for: Make) -> No
     assert "ctx" not in where.input_schema.get("properties", {})
     turn = await Agent(p, tools=[where], deps={"k": "v"}).run("go")
     assert turn.text == "true v"
+
+
+async def test_a_call_id_reused_by_the_server_in_a_later_turn_is_made_unique(
+        provider_for: Make, mock: MockHandle) -> None:
+    reused = {"type": "tool_use", "id": "call_1", "name": "echo", "input": {"value": "x"}}
+    p = provider_for({"turns": [[{"blocks": [reused]}, answer("one")], [{"blocks": [reused]}, answer("two")]]})
+    agent = Agent(p, tools=[echo], store=MemoryStore(), session_id="s-reuse")
+    await agent.run("first")
+    second = await agent.run("second")
+    ids = [b.tool_use_id for b in second.blocks if isinstance(b, ToolUseBlock)]
+    assert ids == ["call_1_2"] and results(second)[0].tool_use_id == "call_1_2"
+    history = mock.requests(p.model)[-1]["messages"]
+    sent = [c["id"] for m in history if m["role"] == "assistant" for c in m["content"] if c["type"] == "tool_use"]
+    assert sent == ["call_1", "call_1_2"]
