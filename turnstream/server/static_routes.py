@@ -1,11 +1,14 @@
-"""Files the web UI needs that do not live in ``static/``.
+"""What the web UI needs beyond ``static/`` and the API of SPEC §7.
 
 ``/vendor/plotly.min.js``: the Plotly bundle shipped inside the Python ``plotly`` package
 (``plotly/package_data/plotly.min.js``), so the page draws the notebook's figures with the
 very version that produced them, offline, without a copy in this repository. The page
 loads it only when a cell shows a figure. No key is needed: it is a public library file.
 
-Mount with ``Router(routes=[*static_routes.routes, ...])`` (before a catch-all mount).
+``GET /api/config`` (bearer key): ``{"model": "provider:model", "demo": bool}``, the
+server's default model and whether it is the offline demo, so the page can say so.
+
+Mount with ``Starlette(routes=[*static_routes.routes, ...])`` (before a catch-all mount).
 """
 
 from __future__ import annotations
@@ -44,6 +47,16 @@ async def plotly_js(request: Request) -> Response:
                         headers={"Cache-Control": "public, max-age=86400"})
 
 
-routes: list[Route] = [Route(PLOTLY_PATH, plotly_js, methods=["GET", "HEAD"], name="plotly_js")]
+async def ui_config(request: Request) -> Response:
+    state = request.app.state.turnstream
+    await state.auth.require(request.headers)
+    return JSONResponse({"model": state.settings.model, "demo": bool(state.settings.demo)},
+                        headers={"Cache-Control": "no-store"})
 
-__all__ = ["PLOTLY_PATH", "plotly_js", "plotly_js_file", "routes"]
+
+routes: list[Route] = [
+    Route(PLOTLY_PATH, plotly_js, methods=["GET", "HEAD"], name="plotly_js"),
+    Route("/api/config", ui_config, methods=["GET"], name="ui_config"),
+]
+
+__all__ = ["PLOTLY_PATH", "plotly_js", "plotly_js_file", "routes", "ui_config"]

@@ -314,12 +314,24 @@ test("sessions can be created, switched and deleted from the keyboard", async ()
   try {
     const page = await openPage(context);
     page.on("dialog", (d) => d.accept());
+    const before = await page.evaluate(() => document.body.dataset.sessionId ?? null);
     await page.focus("#new-session");
     await page.keyboard.press("Enter");
-    await page.waitForSelector(".session-list li.current");
+    await page.waitForFunction((prev) => document.body.dataset.sessionId && document.body.dataset.sessionId !== prev,
+      before);
     const sid = await page.evaluate(() => document.body.dataset.sessionId);
-    assert.ok(sid);
-    assert.equal(await page.evaluate(() => document.activeElement?.id), "message", "focus moves to the message box");
+    // Focus moves to the message box, ready to type.
+    await page.waitForFunction(() => document.activeElement?.id === "message");
+    await page.waitForSelector(`.session-list li.current [data-session-id='${sid}']`);
+    // Switch to another chat with the arrow keys and Enter, then back.
+    if (before) {
+      await page.focus(`.session-list [data-session-id='${sid}']`);
+      await page.keyboard.press("ArrowDown");
+      await page.keyboard.press("Enter");
+      await page.waitForFunction((id) => document.body.dataset.sessionId !== id, sid);
+      await page.click(`.session-list [data-session-id='${sid}']`);
+      await page.waitForFunction((id) => document.body.dataset.sessionId === id, sid);
+    }
     await page.locator(".session-list li.current .session-delete").click();
     await page.waitForFunction((id) => !document.querySelector(`[data-session-id='${id}']`), sid);
     const remaining = await api("/api/sessions");

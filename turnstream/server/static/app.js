@@ -120,41 +120,54 @@ function prettyJson(value) {
   }
 }
 
-// The tool input as a readable list: multi-line strings (code) as blocks, the rest as JSON.
-function renderToolInput(target, input) {
-  if (input === null || typeof input !== "object" || Array.isArray(input)) {
-    target.replaceChildren(h("pre", { class: "json", text: prettyJson(input) }));
-    return;
-  }
-  const keys = Object.keys(input);
+// A JSON object as a readable list of keys and values: multi-line strings (code,
+// tracebacks) as blocks, short values on one line, long ones pretty-printed.
+function renderObject(target, obj, emptyText = "{}") {
+  const keys = Object.keys(obj);
   if (!keys.length) {
-    target.replaceChildren(h("pre", { class: "json muted", text: "{}" }));
+    target.replaceChildren(h("pre", { class: "json muted", text: emptyText }));
     return;
   }
   const dl = h("dl", { class: "kv" });
   for (const k of keys) {
-    const v = input[k];
-    const multi = typeof v === "string" && v.includes("\n");
-    dl.append(
-      h("dt", { text: k }),
-      h("dd", {}, h("pre", { class: multi ? "code" : "json", text: typeof v === "string" && multi ? v : prettyJson(v) })),
-    );
+    const v = obj[k];
+    let pre;
+    if (typeof v === "string" && v.includes("\n")) pre = h("pre", { class: "code", text: v });
+    else {
+      const flat = JSON.stringify(v) ?? String(v);
+      pre = h("pre", { class: "json", text: flat.length <= 100 ? flat : prettyJson(v) });
+    }
+    dl.append(h("dt", { text: k }), h("dd", {}, pre));
   }
   target.replaceChildren(dl);
 }
 
-// Tool results are text; JSON results are shown pretty.
-function resultText(content) {
-  const s = String(content ?? "");
-  const t = s.trim();
-  if ((t.startsWith("{") && t.endsWith("}")) || (t.startsWith("[") && t.endsWith("]"))) {
+function isPlainObject(v) {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
+}
+
+function renderToolInput(target, input) {
+  if (isPlainObject(input)) renderObject(target, input);
+  else target.replaceChildren(h("pre", { class: "json", text: prettyJson(input) }));
+}
+
+// A tool result is text; one that is a JSON object is shown like the input.
+function parseResult(content) {
+  const t = String(content ?? "").trim();
+  if (t.startsWith("{") && t.endsWith("}")) {
     try {
-      return prettyJson(JSON.parse(t));
+      const v = JSON.parse(t);
+      if (isPlainObject(v)) return v;
     } catch {
       /* not JSON after all */
     }
   }
-  return s;
+  return null;
+}
+
+function resultText(content) {
+  const obj = parseResult(content);
+  return obj ? prettyJson(obj) : String(content ?? "");
 }
 
 // --- client-side tools: run in this browser, answered through tool-results --------------
@@ -324,13 +337,19 @@ class BlockView {
     }
     this.hasResult = true;
     this.clearActions();
-    const text = resultText(block.content);
-    const long = text.length > 700 || text.split("\n").length > 14;
-    const pre = h("pre", { class: "tool-output", text });
+    const content = String(block.content ?? "");
+    const obj = block.is_error ? null : parseResult(content);
+    let body;
+    if (obj) {
+      body = h("div", { class: "tool-output tool-output-kv" });
+      renderObject(body, obj);
+    } else body = h("pre", { class: "tool-output", text: content });
+    const long = content.length > 1200 || content.split("\n").length > 24;
     const label = block.is_error ? "Error" : "Result";
     const details = h("details", { class: "tool-result-details", open: !long },
-      h("summary", { class: "tool-result-label" }, label, long ? h("span", { class: "muted", text: ` · ${text.length} characters` }) : null),
-      pre);
+      h("summary", { class: "tool-result-label" }, label,
+        long ? h("span", { class: "muted", text: ` · ${content.length} characters` }) : null),
+      body);
     this.resultBox.replaceChildren(details);
     this.resultBox.classList.toggle("is-error", Boolean(block.is_error));
     const denied = block.is_error && /denied/i.test(String(block.content));
@@ -348,8 +367,11 @@ class BlockView {
       approve.disabled = deny.disabled = true;
       try {
         await onDecide(ok);
-        this.actions.replaceChildren(h("span", { class: "muted", text: ok ? "Approved" : "Denied" }));
-        this.setToolState(ok ? "running" : "denied");
+        // The result may already be here (the stream is faster than this reply).
+        if (!this.hasResult) {
+          this.actions.replaceChildren(h("span", { class: "muted", text: ok ? "Approved" : "Denied" }));
+          this.setToolState(ok ? "running" : "denied");
+        }
       } catch (err) {
         approve.disabled = deny.disabled = false;
         toast(`Could not send the decision: ${err.message}`);
@@ -564,8 +586,14 @@ class TurnView {
     this.setStatus(data.status || "complete");
     for (const b of this.blocks.values()) if (!b.stopped && b.type === "text") b.finish(null);
     const parts = [];
-    if (data.status && data.status !== "complete") parts.push(data.status.replace("_", " "));
-    if (data.stop_reason && data.stop_reason !== "end_turn") parts.push(`stop: ${data.stop_reason.replace("_", " ")}`);
+    if (data.status === "awaiting_client") {
+      this.footer.textContent = "";
+      return;
+    }
+    if (data.status && data.status !== "complete") parts.push(data.status.replace(/_/g, " "));
+    if (data.stop_reason && !["end_turn", data.status].includes(data.stop_reason)) {
+      parts.push(`stop: ${data.stop_reason.replace(/_/g, " ")}`);
+    }
     if (data.steps) parts.push(`${data.steps} step${data.steps === 1 ? "" : "s"}`);
     const u = data.usage;
     if (u && (u.input_tokens || u.output_tokens)) parts.push(`${u.input_tokens} in · ${u.output_tokens} out tokens`);
@@ -627,6 +655,18 @@ class Chat {
       }
     });
     this.input.addEventListener("input", () => this.autosize());
+    this.stick = true;
+    this.autoTop = 0;
+    this.log.addEventListener("scroll", () => {
+      // Scroll events arrive late: content may have grown since the page scrolled itself.
+      // Only a move upwards (the reader) unsticks; reaching the bottom sticks again.
+      const el = this.log;
+      if (el.scrollHeight - el.scrollTop - el.clientHeight < 48) this.stick = true;
+      else if (el.scrollTop < this.autoTop - 8) this.stick = false;
+      this.autoTop = Math.min(this.autoTop, el.scrollTop);
+    }, { passive: true });
+    // Whatever changes in the log (a delta, a result, a reflow) keeps the bottom in view.
+    new MutationObserver(() => this.scrollSoon()).observe(this.log, { childList: true, subtree: true, characterData: true });
     this.stopBtn.addEventListener("click", () => this.stop());
   }
 
@@ -663,7 +703,8 @@ class Chat {
       } }));
     }
     intro.append(list);
-    if (demo) intro.append(h("p", { class: "muted", text: "Offline demo: the answers are scripted, the tools and notebook are real." }));
+    intro.append(h("p", { class: "muted demo-note", hidden: !demo,
+      text: "Offline demo: the answers are scripted; the tools, the kernel and the notebook are real." }));
     this.log.append(intro);
   }
 
@@ -675,10 +716,19 @@ class Chat {
     return view;
   }
 
+  // The log sticks to its bottom while new content streams in, unless the reader has
+  // scrolled up to look at something (then it stays put until they scroll back down).
   scrollSoon(force = false) {
-    const el = this.log;
-    const near = el.scrollHeight - el.scrollTop - el.clientHeight < 120;
-    if (force || near) requestAnimationFrame(() => (el.scrollTop = el.scrollHeight));
+    if (force) this.stick = true;
+    if (!this.stick || this.scrollPending) return;
+    this.scrollPending = true;
+    requestAnimationFrame(() => requestAnimationFrame(() => {
+      this.scrollPending = false;
+      if (this.stick) {
+        this.log.scrollTop = this.log.scrollHeight;
+        this.autoTop = this.log.scrollTop;
+      }
+    }));
   }
 
   updateControls() {
@@ -935,8 +985,8 @@ class Sessions {
     try {
       const s = await api.json("/api/sessions", { method: "POST", body: { title, toolset: "notebook" } });
       await app.openSession(s.id, s);
-      await this.refresh();
       app.chat.input.focus();
+      await this.refresh();
       return s;
     } catch (err) {
       toast(`Could not create a chat: ${err.message}`);
@@ -1013,15 +1063,22 @@ class Live {
     });
   }
 
+  // Messages: {"type": "hello", "notebook": <notebook_state>} on connect, the notebook's
+  // own messages, and {"type": "event", "turn_id", "id", "n", "event", "data"} for every
+  // turn event of the session.
   onMessage(msg) {
     if (msg.session_id && msg.session_id !== this.sessionId) return;
+    if (msg.type === "hello") {
+      if (msg.notebook) this.notebook.apply({ type: "notebook_state", ...msg.notebook });
+      return;
+    }
     if (msg.type === "notebook" || msg.type === "notebook_state") {
       this.notebook.apply(msg);
       return;
     }
-    // A turn event from another tab's (or the server's) stream.
-    const name = msg.event ?? (msg.type === "event" ? msg.name : null);
-    if (name) app.onTurnEvent(name, msg.data ?? {}, msg.id ?? null, msg.turn_id ?? msg.data?.turn_id);
+    if (msg.type === "event" && msg.event) {
+      app.onTurnEvent(msg.event, msg.data ?? {}, msg.id ?? null, msg.turn_id ?? msg.data?.turn_id);
+    }
   }
 
   close() {
@@ -1113,7 +1170,7 @@ const app = {
       $("#demo-model").textContent = this.config.model || "scripted:notebook-demo";
     }
     $("#model-name").textContent = this.config.model || "";
-    if (this.config.demo) $(".intro p.muted")?.removeAttribute("hidden");
+    for (const note of document.querySelectorAll(".demo-note")) note.hidden = !this.config.demo;
   },
 
   async openSession(id, known = null) {
@@ -1135,25 +1192,10 @@ const app = {
     document.body.dataset.sessionId = session.id;
     $("#chat-title").textContent = session.title || "Untitled chat";
     this.notebook.clear();
-    this.live.connect(session.id);
+    this.live.connect(session.id); // its hello message carries the notebook
     await this.chat.load(session);
     this.sessions.render();
-    this.loadNotebook(session.id);
-  },
-
-  // The notebook's state over REST, when the server has the route (the WebSocket also
-  // sends it on connect; whichever comes first fills the pane, versions keep it right).
-  async loadNotebook(id) {
-    try {
-      const resp = await api.raw(`/api/sessions/${id}/notebook`);
-      if (!resp.ok || this.chat.sessionId !== id) return;
-      const doc = await resp.json();
-      if (doc && Array.isArray(doc.cells) && doc.version >= this.notebook.version) {
-        this.notebook.setState(doc.cells, doc.version);
-      }
-    } catch {
-      /* the WebSocket will bring it */
-    }
+    if (session.model) $("#model-name").textContent = session.model;
   },
 
   closeSession() {
@@ -1170,19 +1212,37 @@ const app = {
     this.sessions.render();
   },
 
-  // Turn events that reach this tab over the WebSocket (a turn another tab started).
+  // Turn events that reach this tab over the WebSocket: a turn another tab (or client)
+  // started shows here live too. Turns this tab streams itself are left to that stream.
   onTurnEvent(name, data, id, turnId) {
     const parsed = parseEventId(id);
     const tid = parsed?.turnId ?? turnId;
+    const chat = this.chat;
     if (!tid) return;
-    let view = this.chat.turns.find((t) => t.turnId === tid);
+    let view = chat.turns.find((t) => t.turnId === tid);
     if (!view) {
-      if (name !== "turn_start") return;
-      view = this.chat.addTurn(new TurnView(this.chat, { turnId: tid, input: data.input ?? "" }));
+      // A turn this tab is starting has no id until its own stream says; wait for that.
+      if (name !== "turn_start" || chat.turns.some((t) => !t.turnId)) return;
+      view = chat.addTurn(new TurnView(chat, { turnId: tid, input: "…" }));
+      view.remote = true;
+      chat.active = view;
+      this.fillInput(view, chat.sessionId);
     }
-    if (view.following) return; // this tab streams it already
-    view.apply(name, data, parsed?.n ?? null);
-    this.chat.scrollSoon();
+    if (view.following) return;
+    if (!view.apply(name, data, parsed?.n ?? null)) return;
+    chat.scrollSoon();
+    if (ENDED.has(view.status) && chat.active === view) chat.active = null;
+    chat.updateControls();
+  },
+
+  async fillInput(view, sessionId) {
+    try {
+      const s = await api.json(`/api/sessions/${sessionId}`);
+      const t = (s.turns || []).find((x) => x.id === view.turnId);
+      if (t) view.node.querySelector(".msg-user .msg-body").textContent = t.input;
+    } catch {
+      /* the message stays elided */
+    }
   },
 };
 

@@ -169,7 +169,13 @@ export class NotebookView {
     if (msg.version !== undefined && msg.version <= this.version) return; // already applied
     const cell = msg.cell || {};
     if (msg.change === "cell_deleted") this.remove(cell.id);
-    else this.upsert(cell, msg.index);
+    else {
+      this.upsert(cell, msg.index);
+      // Bring the cell the assistant is working on into view (no jump when it is visible).
+      if (msg.change === "cell_created" || msg.change === "cell_output" || cell.status === "running") {
+        this.cells.get(cell.id)?.node.scrollIntoView({ block: "nearest" });
+      }
+    }
     if (msg.version !== undefined) this.version = msg.version;
     this.refreshEmpty();
     this.onStatus(msg);
