@@ -109,6 +109,12 @@ class Api:
         return out
 
     # OpenAPI -----------------------------------------------------------------------------
+    def _session_links(self) -> dict[str, Any]:
+        """A new session's id feeds every operation on one session (for clients and fuzzers)."""
+        return {f"{ep.handler.__name__}": {"operationId": ep.handler.__name__,
+                                           "parameters": {"session_id": "$response.body#/id"}}
+                for ep in self.endpoints if re.findall(r"{(\w+)}", ep.path) == ["session_id"]}
+
     def openapi(self, *, title: str, version: str) -> dict[str, Any]:
         models: list[type[BaseModel]] = [ErrorOut]
         for ep in self.endpoints:
@@ -142,6 +148,8 @@ class Api:
                 elif reply.media_type != "application/json":
                     content[reply.media_type] = {"schema": {"type": "string"}}
                 responses[str(status)] = {"description": reply.description, **({"content": content} if content else {})}
+                if ep.method == "POST" and ep.path == "/api/sessions" and status == 201:
+                    responses[str(status)]["links"] = self._session_links()
             for status, desc in _ERRORS.items():
                 if status == 401 and not ep.auth:
                     continue

@@ -72,7 +72,9 @@ def server(workdir: Path, models: dict[str, str]) -> Iterator[Server]:
 def server_errors(srv: Server) -> list[str]:
     """Error lines of the server's log, except a tool's own failure (a result for the model)."""
     out = []
-    for line in srv.log_text().splitlines():
+    for line in srv.log_text().split("\n"):
+        if not line:
+            continue
         try:
             doc = json.loads(line)
         except ValueError:
