@@ -20,7 +20,7 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import routes_chat, routes_sessions, routes_turns  # noqa: F401  (they register their routes)
+from . import routes_chat, routes_sessions, routes_turns, static_routes  # noqa: F401  (routes_* register)
 from .api import API, Call, Reply
 from .errors import ApiError, api_error_handler, http_error_handler, unexpected_error_handler
 from .logs import AccessLog
@@ -93,6 +93,7 @@ def create_app(state: AppState) -> Starlette:
 
     routes: list[BaseRoute] = [
         *API.routes(state),
+        *static_routes.routes,  # what the web UI needs besides the API: /api/config, the Plotly bundle
         Route("/openapi.json", openapi_json, methods=["GET"]),
         WebSocketRoute("/ws/sessions/{session_id}", session_socket),
         Route("/", index, methods=["GET"]),

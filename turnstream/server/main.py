@@ -19,8 +19,11 @@ import contextlib
 import hashlib
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -129,7 +132,8 @@ async def _run(host: str, port: int, db: str, model: str, demo: bool) -> int:
         config = uvicorn.Config(create_app(state), log_config=None, access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=3, ws_ping_interval=20)
         server = uvicorn.Server(config)
-        await server.serve(sockets=[sock])
+        with _signals_end_serving():
+            await server.serve(sockets=[sock])
         return 0
     finally:
         if beat is not None:
@@ -140,6 +144,23 @@ async def _run(host: str, port: int, db: str, model: str, demo: bool) -> int:
             await state.aclose()
         await bus.aclose()
         await store.aclose()
+
+
+@contextlib.contextmanager
+def _signals_end_serving() -> Iterator[None]:
+    """uvicorn handles SIGINT/SIGTERM by shutting down gracefully and then raising the
+    signal again with the handlers it found, which would kill the process before the turns,
+    kernels and store are closed. It finds these no-op handlers instead, so ``serve``
+    returns and the clean-up below it runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 def _notebooks(store: Store, bus: Bus) -> NotebookManager | None:
