@@ -150,6 +150,22 @@ def test_reload_mid_turn_resumes(server: Server) -> None:
     _run(server, "reloading the page mid-turn")
 
 
+def test_dropped_connection_resumes(server: Server) -> None:
+    _run(server, "a dropped connection is resumed")
+
+
+def test_step_restart_drops_partial_blocks(server: Server) -> None:
+    _run(server, "a stream that breaks mid-step")
+
+
+def test_provider_error_in_place(server: Server) -> None:
+    _run(server, "a provider error shows in place")
+
+
+def test_stop_button_cancels(server: Server) -> None:
+    _run(server, "the stop button cancels")
+
+
 def test_second_tab_sees_notebook_live(server: Server) -> None:
     _run(server, "a second tab sees the notebook")
 

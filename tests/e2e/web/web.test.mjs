@@ -131,6 +131,16 @@ test("demo conversation: cells are created and run, a table and a Plotly chart s
   try {
     const session = await newSession("Demo analysis");
     const page = await openPage(context, session.id);
+    // Record every state the tool cards' inputs pass through, to see them stream.
+    await page.evaluate(() => {
+      window.inputStates = [];
+      new MutationObserver(() => {
+        for (const card of document.querySelectorAll(".block-tool")) {
+          const text = card.querySelector(".tool-input")?.textContent ?? "";
+          window.inputStates.push({ index: card.dataset.index, state: card.dataset.state, len: text.length });
+        }
+      }).observe(document.querySelector("#chat-log"), { subtree: true, childList: true, characterData: true });
+    });
     await send(page, "Create an example notebook with some data analysis");
 
     // While it streams: the first tool call shows before the turn ends.
@@ -170,6 +180,16 @@ test("demo conversation: cells are created and run, a table and a Plotly chart s
       assert.ok((await tool.locator(".tool-input").textContent()).length > 0);
       assert.ok(await tool.locator(".tool-result .tool-output").count(), "result under the call");
     }
+    // Tool inputs streamed: the first create_cell's input was shown at several lengths
+    // while the card was still being written.
+    const createIndex = String(order.find((b) => b.name === "create_cell").index);
+    const states = await page.evaluate(() => window.inputStates);
+    const partial = new Set(states.filter((x) => x.index === createIndex && x.state === "streaming").map((x) => x.len));
+    assert.ok(partial.size >= 3, `create_cell input should stream in pieces, saw lengths ${[...partial]}`);
+    // Thinking is there, collapsed.
+    const thinking = lastTurn(page).locator("details.block-thinking");
+    assert.equal(await thinking.count(), 1);
+    assert.equal(await thinking.evaluate((d) => d.open), false);
     // The final text is rendered Markdown.
     assert.equal(await lastTurn(page).locator(".block-text ol li").count(), 3);
     assert.ok(await lastTurn(page).locator(".block-text strong").count() >= 3);
@@ -246,6 +266,7 @@ test("reloading the page mid-turn resumes the stream without losing or repeating
   const context = await launch();
   try {
     const session = await newSession("Reload mid-turn", "slow.json");
+    await context.addInitScript(recordAnswerTexts);
     const page = await openPage(context, session.id);
     await send(page, "Tell me something long");
     // Reload once the slow answer has started streaming.
@@ -274,8 +295,147 @@ test("reloading the page mid-turn resumes the stream without losing or repeating
     assert.equal(answer.trim(), storedText.trim(), "the answer shows exactly once, complete");
     assert.equal((answer.match(/Sentence number 1 /g) || []).length, 1);
     assert.ok(answer.trim().endsWith("THE END."));
+    await assertOnlyPrefixes(page, answer.trim());
     assert.equal(await page.locator(".turn").count(), 1);
     await shot(page, "reload-resumed");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+// Records every text the answer block (index 3 of slow.json's turn) shows, page after page.
+function recordAnswerTexts() {
+  const seen = [];
+  window.answerTexts = seen;
+  const watch = () => {
+    const log = document.querySelector("#chat-log");
+    if (!log) return;
+    new MutationObserver(() => {
+      const b = document.querySelector(".turn:last-of-type .block-text[data-index='3'] .md");
+      if (b) seen.push(b.textContent);
+    }).observe(log, { subtree: true, childList: true, characterData: true });
+  };
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", watch);
+  else watch();
+}
+
+// Every text the page showed while streaming is a beginning of the final one: no piece
+// out of place, none twice.
+async function assertOnlyPrefixes(page, finalText) {
+  const seen = await page.evaluate(() => window.answerTexts);
+  assert.ok(seen.length > 0);
+  for (const t of seen) assert.ok(finalText.startsWith(t.trim()), `shown out of order: ${JSON.stringify(t.slice(-60))}`);
+}
+
+// Cuts the page's POST …/turns stream, as a network failure would, once the test sets
+// window.dropTurnStream; the page must resume through the events route.
+function cutTurnStreams() {
+  const realFetch = window.fetch.bind(window);
+  window.fetch = async (input, init = {}) => {
+    const resp = await realFetch(input, init);
+    const url = typeof input === "string" ? input : input.url;
+    if ((init.method || "GET") !== "POST" || !/\/turns$/.test(url)) return resp;
+    const reader = resp.body.getReader();
+    const body = new ReadableStream({
+      async pull(ctl) {
+        if (window.dropTurnStream) {
+          window.dropTurnStream = false;
+          reader.cancel();
+          ctl.error(new TypeError("network error (cut by the test)"));
+          return;
+        }
+        const { value, done } = await reader.read();
+        if (done) ctl.close();
+        else ctl.enqueue(value);
+      },
+    });
+    return new Response(body, { status: resp.status, headers: resp.headers });
+  };
+}
+
+test("a dropped connection is resumed from the last event, without losing or repeating any", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Dropped connection", "slow.json");
+    await context.addInitScript(cutTurnStreams);
+    await context.addInitScript(recordAnswerTexts);
+    const page = await openPage(context, session.id);
+    const resumes = [];
+    page.on("request", (req) => {
+      if (req.url().endsWith("/events")) resumes.push(req.headers()["last-event-id"]);
+    });
+    await send(page, "Tell me something long");
+    await page.waitForFunction(() => {
+      const t = document.querySelector(".turn:last-of-type .block-text.streaming");
+      return t && t.textContent.includes("Sentence number 2");
+    });
+    await page.evaluate(() => (window.dropTurnStream = true));
+    await waitTurnStatus(page, "complete");
+    assert.equal(resumes.length, 1, "one resume through the events route");
+    assert.match(resumes[0], /^turn_\w+:\d+$/, "with the last event id seen");
+    const answer = (await lastTurn(page).locator(".block-text").last().textContent()).trim();
+    const stored = await api(`/api/sessions/${session.id}`);
+    assert.equal(answer, stored.turns.at(-1).blocks.at(-1).text.trim());
+    assert.equal((answer.match(/Sentence number 2 /g) || []).length, 1);
+    assert.deepEqual((await blockOrder(page)).map((b) => b.index), [0, 1, 3]);
+    await assertOnlyPrefixes(page, answer);
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("a stream that breaks mid-step is restarted: the partial blocks go and nothing shows twice", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Restarted step", "restart.json");
+    const page = await openPage(context, session.id);
+    await send(page, "Say something");
+    await waitTurnStatus(page, "complete");
+    const texts = await lastTurn(page).locator(".block-text").allTextContents();
+    assert.deepEqual(texts.map((t) => t.trim()), ["This answer breaks off once, then arrives whole and only once."]);
+    assert.match(await lastTurn(page).locator(".block-note").textContent(), /retrying step 1/);
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("a provider error shows in place, after the blocks the turn already had", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Provider error", "error.json");
+    const page = await openPage(context, session.id);
+    await send(page, "Try something");
+    await waitTurnStatus(page, "failed");
+    const order = await blockOrder(page);
+    assert.deepEqual(order.map((b) => b.kind), ["block-text", "block-tool", "block-error"]);
+    assert.match(order[2].text, /refuses this request/);
+    assert.match(await lastTurn(page).locator(".turn-footer").textContent(), /failed/);
+    // The session takes the next message.
+    assert.equal(await page.locator("#send").isDisabled(), false);
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("the stop button cancels a running turn", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Stopped", "slow.json");
+    const page = await openPage(context, session.id);
+    await send(page, "Tell me something long");
+    await page.waitForSelector(".turn:last-of-type .block-text.streaming");
+    await page.waitForSelector("#stop:not([hidden])");
+    await page.click("#stop");
+    await waitTurnStatus(page, "cancelled");
+    await page.waitForSelector("#stop", { state: "hidden" });
+    const stored = await api(`/api/sessions/${session.id}`);
+    assert.equal(stored.turns.at(-1).status, "cancelled");
+    const answer = await lastTurn(page).locator(".block-text").last().textContent();
+    assert.ok(!answer.includes("THE END."), "stopped before the end");
     assert.deepEqual(page.errors, []);
   } finally {
     await context.close();
@@ -301,6 +461,11 @@ test("a second tab sees the notebook change live", async () => {
     // Both tabs show the same cells in the same order.
     const ids = (p) => p.locator(".cell").evaluateAll((cells) => cells.map((c) => c.dataset.cellId));
     assert.deepEqual(await ids(second), await ids(first));
+    // The second tab also showed the turn itself, live over its WebSocket.
+    await waitTurnStatus(second, "complete");
+    assert.equal(await lastTurn(second).locator(".msg-user .msg-body").textContent(),
+      "Create an example notebook with some data analysis");
+    assert.deepEqual((await blockOrder(second)).map((b) => b.kind), (await blockOrder(first)).map((b) => b.kind));
     await shot(second, "second-tab");
     assert.deepEqual(first.errors, []);
     assert.deepEqual(second.errors, []);

@@ -269,9 +269,12 @@ class BlockView {
     this.state.textContent = TOOL_STATES[state] || state;
   }
 
+  // After a gap (a reconnect, or a reload that joined the block midway) the pieces missed
+  // are gone for good: text stops growing until block_stop brings the whole block, while a
+  // tool's `input` (always the parse of everything so far) stays usable.
   appendDelta(d) {
-    if (typeof d.text === "string") this.text += d.text;
-    if (typeof d.partial_json === "string") this.raw += d.partial_json;
+    if (typeof d.text === "string" && !this.gap) this.text += d.text;
+    if (typeof d.partial_json === "string" && !this.gap) this.raw += d.partial_json;
     if (d.input !== undefined && d.input !== null) this.input = d.input;
     this.schedule();
   }
@@ -315,7 +318,7 @@ class BlockView {
         break;
       case "tool_use":
         if (this.input !== undefined) renderToolInput(this.inputBox, this.input);
-        else if (this.raw) this.inputBox.replaceChildren(h("pre", { class: "json partial", text: this.raw }));
+        else if (this.raw && !this.gap) this.inputBox.replaceChildren(h("pre", { class: "json partial", text: this.raw }));
         if (this.inputError) this.inputBox.append(h("div", { class: "tool-input-error", text: this.inputError }));
         break;
       case "tool_result":
@@ -476,7 +479,9 @@ class TurnView {
       case "block_delta": {
         const existing = this.blocks.get(data.index);
         const type = existing ? existing.type : typeof data.partial_json === "string" ? "tool_use" : "text";
-        this.ensureBlock(data.index, type).appendDelta(data);
+        const b = this.ensureBlock(data.index, type);
+        if (!existing) b.gap = true; // joined midway: its start is not ours to show
+        b.appendDelta(data);
         break;
       }
       case "block_stop": {
@@ -807,6 +812,7 @@ class Chat {
         let paused = false;
         if (!resp) {
           if (!view.turnId) break;
+          for (const b of view.blocks.values()) if (!b.stopped) b.gap = true;
           const headers = { Accept: "text/event-stream" };
           if (view.lastN > 0) headers["Last-Event-ID"] = `${view.turnId}:${view.lastN}`;
           try {
