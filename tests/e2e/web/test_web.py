@@ -57,7 +57,7 @@ class Server:
                if not k.startswith(("ANTHROPIC_", "OPENAI_", "TURNSTREAM_"))}
         env["PYTHONUNBUFFERED"] = "1"
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "serve.py"), "serve", "--host", "127.0.0.1",
+            [sys.executable, "-m", "turnstream.cli", "serve", "--host", "127.0.0.1",
              "--port", str(self.port), "--db", f"sqlite:///{tmp / 'web.db'}"],
             cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
