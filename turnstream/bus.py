@@ -107,10 +107,13 @@ class Subscription:
 
     async def get(self, timeout: float | None = None) -> Item | None:
         """The next item, or None when ``timeout`` seconds pass without one."""
+        if not self._queue.empty():
+            return self._queue.get_nowait()
         if timeout is None:
             return await self._queue.get()
         try:
-            return await asyncio.wait_for(self._queue.get(), timeout)
+            async with asyncio.timeout(timeout):  # no task per call, unlike wait_for
+                return await self._queue.get()
         except TimeoutError:
             return None
 

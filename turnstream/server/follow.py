@@ -38,6 +38,8 @@ class Follower:
         self.last = after
         self.ping_interval = ping_interval
         self._sub = sub if sub is not None else bus.subscribe_turn(turn_id)
+        self._from_first = sub is not None and after == 0
+        """The subscription was attached before the turn's first event: the store has nothing more."""
         self.finished = False
 
     def close(self) -> None:
@@ -75,16 +77,17 @@ class Follower:
         """Every event after ``after`` in order; None when a ping is due. Ends after
         ``turn_complete``."""
         try:
-            for env in await self._from_store():
-                if self._take(env):
-                    yield env
-            if self.finished:
-                return
-            made_up = await self._ended_without_event()
-            if made_up is not None:
-                self._take(made_up)
-                yield made_up
-                return
+            if not self._from_first:
+                for env in await self._from_store():
+                    if self._take(env):
+                        yield env
+                if self.finished:
+                    return
+                made_up = await self._ended_without_event()
+                if made_up is not None:
+                    self._take(made_up)
+                    yield made_up
+                    return
             while not self.finished:
                 item = await self._sub.get(self.ping_interval)
                 if isinstance(item, Envelope):

@@ -24,7 +24,8 @@ def test_waiting_turn_survives_a_restart(tmp_path: Path, models: dict[str, str])
             r = c.post(f"/api/sessions/{sid}/tool-results", json={"tool_use_id": call_id, "content": "Nantes"})
             assert r.json()["resumed"] is True
             tid = events[0].data["turn_id"]
-            with sse(c, "GET", f"/api/sessions/{sid}/turns/{tid}/events", headers={"Last-Event-ID": events[-1].id}) as s:
+            with sse(c, "GET", f"/api/sessions/{sid}/turns/{tid}/events",
+                     headers={"Last-Event-ID": events[-1].id}) as s:
                 rest = s.rest()
         assert rest[-1].data["status"] == "complete"
         assert any(e.event == "block_stop" and e.data["block"].get("text") == "You are in Nantes." for e in rest)
