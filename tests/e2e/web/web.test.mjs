@@ -415,6 +415,13 @@ test("a provider error shows in place, after the blocks the turn already had", a
     assert.match(await lastTurn(page).locator(".turn-footer").textContent(), /failed/);
     // The session takes the next message.
     assert.equal(await page.locator("#send").isDisabled(), false);
+    // After a reload the stored turn shows the error in the same place.
+    await page.reload();
+    await page.waitForSelector(`body[data-session-id='${session.id}']`);
+    await waitTurnStatus(page, "failed");
+    const again = await blockOrder(page);
+    assert.deepEqual(again.map((b) => b.kind), ["block-text", "block-tool", "block-error"]);
+    assert.match(again[2].text, /refuses this request/);
     assert.deepEqual(page.errors, []);
   } finally {
     await context.close();

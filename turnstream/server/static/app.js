@@ -615,7 +615,7 @@ class TurnView {
     if (turn.status !== "running" && turn.status !== "awaiting_client") {
       view.complete({ status: turn.status, stop_reason: turn.stop_reason, usage: turn.usage, steps: turn.steps });
     }
-    if (turn.error && !turn.blocks?.length) view.showError({ code: "error", message: turn.error });
+    if (turn.error) view.showError({ code: turn.status === "failed" ? "failed" : "error", message: turn.error });
     return view;
   }
 }
