@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: serve test lint typecheck unit bench clean postgres
+.PHONY: serve test lint typecheck unit bench clean postgres e2e-deps
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,16 @@ serve: $(STAMP)
 postgres:
 	@bash scripts/ensure-postgres.sh
 
+# Browser and AI SDK tests: Debian's Chromium and the npm packages pinned by the lockfiles.
+NPM_DIRS := tests/e2e/aisdk tests/e2e/web
+e2e-deps:
+	@bash scripts/ensure-chromium.sh
+	@for d in $(NPM_DIRS); do \
+	  if [ ! -d $$d/node_modules ] || [ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; then \
+	    echo "npm ci in $$d"; (cd $$d && npm ci --no-audit --no-fund --loglevel=error) || exit 1; \
+	  fi; \
+	done
+
 lint: $(STAMP)
 	$(BIN)/ruff check turnstream tests bench
 	$(BIN)/ruff format --check turnstream || true
@@ -28,7 +38,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-test: $(STAMP) postgres
+test: $(STAMP) postgres e2e-deps
 	$(BIN)/ruff check turnstream tests bench
 	$(BIN)/mypy turnstream
 	$(BIN)/pytest -q -p no:cacheprovider
