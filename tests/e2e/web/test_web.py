@@ -130,6 +130,10 @@ def test_key_from_fragment_and_demo_notice(server: Server) -> None:
     _run(server, "the page takes the key from the address")
 
 
+def test_login_prompt_without_key(server: Server) -> None:
+    _run(server, "without a key the page asks for one")
+
+
 def test_demo_conversation_inline_tools_table_and_chart(server: Server) -> None:
     _run(server, "demo conversation")
 

@@ -126,6 +126,25 @@ test("the page takes the key from the address, hides it and says it runs the off
   }
 });
 
+test("without a key the page asks for one, and the key typed in works", async () => {
+  const context = await launch();
+  try {
+    const page = await context.newPage();
+    await page.goto(`${BASE}/`);
+    await page.waitForSelector("#login-dialog[open]");
+    assert.equal(await page.evaluate(() => document.activeElement?.id), "login-key");
+    await page.keyboard.type("not-a-key");
+    await page.keyboard.press("Enter");
+    await page.waitForFunction(() => /not accepted/.test(document.querySelector("#login-message").textContent));
+    await page.fill("#login-key", KEY);
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("body[data-ready='true']");
+    assert.equal(await page.locator("#login-dialog[open]").count(), 0);
+  } finally {
+    await context.close();
+  }
+});
+
 test("demo conversation: cells are created and run, a table and a Plotly chart show, tool calls render inline before the final text", async () => {
   const context = await launch();
   try {
