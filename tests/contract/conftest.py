@@ -99,7 +99,17 @@ def pg_schema_url(pg_url: str) -> Iterator[str]:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every contract test runs on every backend; tests marked ``durable`` (a second process
+    on the same database, or SQL tables to look at) only on the SQL ones."""
+    if "backend" in metafunc.fixturenames:
+        names = ["sqlite", "postgres"]
+        if metafunc.definition.get_closest_marker("durable") is None:
+            names.insert(0, "memory")
+        metafunc.parametrize("backend", names, indirect=True)
+
+
+@pytest.fixture
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == "memory":
         return _memory()

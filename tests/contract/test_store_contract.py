@@ -1,7 +1,7 @@
 """What correct storage means: one suite, run against every Store backend.
 
 Every test takes the ``store`` (an opened store) and, where it needs a second process on the
-same database, ``backend.opened()`` (skipped for the memory store, which no other process
+same database, ``backend.opened()`` (not run for the memory store, which no other process
 can see). Concurrency is real: PostgreSQL peers use their own connections, and nothing
 waits on a clock.
 """
@@ -51,11 +51,6 @@ async def new_turn(store: Store, user: str = "usr_1", **kw: Any) -> Turn:
 
 def text(seq: int, step: int = 1, body: str = "hi") -> TextBlock:
     return TextBlock(seq=seq, step=step, text=body)
-
-
-def skip_unless_shared(backend: Backend) -> None:
-    if not backend.shared:
-        pytest.skip(f"the {backend.name} store cannot be seen by a second process")
 
 
 # users ---------------------------------------------------------------------
@@ -399,8 +394,8 @@ async def test_recover_interrupts_running_turns_and_keeps_awaiting_ones(store: S
     await store.create_turn(running.session_id, "are you there?", model="m")
 
 
+@pytest.mark.durable
 async def test_recover_across_processes_spares_live_runners(store: Store, backend: Backend) -> None:
-    skip_unless_shared(backend)
     mine = await new_turn(store)
     async with backend.opened(runner_id="run_peer") as peer:
         assert peer.runner_id == "run_peer"
@@ -418,8 +413,8 @@ async def test_recover_across_processes_spares_live_runners(store: Store, backen
     assert (await store.get_turn(handed_over.id) or mine).status == "running"
 
 
+@pytest.mark.durable
 async def test_recover_treats_a_silent_runner_as_dead(store: Store, backend: Backend) -> None:
-    skip_unless_shared(backend)
     async with backend.opened() as peer:
         theirs = await new_turn(peer)
         mine = await new_turn(store)
@@ -429,8 +424,8 @@ async def test_recover_treats_a_silent_runner_as_dead(store: Store, backend: Bac
         assert (await store.get_turn(mine.id) or mine).status == "running"
 
 
+@pytest.mark.durable
 async def test_an_awaiting_turn_survives_a_restart(store: Store, backend: Backend) -> None:
-    skip_unless_shared(backend)
     tools = [{"name": "pick_color"}]
     t = await new_turn(store, client_tools=tools)
     call = ToolUseBlock(seq=0, step=1, tool_use_id="tu_1", name="pick_color", input={})
@@ -450,9 +445,9 @@ async def test_an_awaiting_turn_survives_a_restart(store: Store, backend: Backen
 
 
 # schema --------------------------------------------------------------------
+@pytest.mark.durable
 async def test_migrations_are_recorded_once_and_reopening_is_harmless(store: Store, backend: Backend) -> None:
-    if backend.sql is None:
-        pytest.skip("the memory store has no schema")
+    assert backend.sql is not None
     t = await new_turn(store)
     await store.open()  # idempotent on an open store
     for _ in range(2):
@@ -463,9 +458,9 @@ async def test_migrations_are_recorded_once_and_reopening_is_harmless(store: Sto
     assert await store.get_turn(t.id) is not None
 
 
+@pytest.mark.durable
 async def test_block_rows_carry_type_and_searchable_text(store: Store, backend: Backend) -> None:
-    if backend.sql is None:
-        pytest.skip("the memory store has no tables")
+    assert backend.sql is not None
     t = await new_turn(store)
     blocks: list[Block] = [text(0, body="nul\x00here"),
                            ToolUseBlock(seq=1, step=1, tool_use_id="a", name="f"),
