@@ -231,6 +231,12 @@ class TurnRunner:
             err = ErrorEvent(code=getattr(exc, "code", "stream_protocol"), message=str(exc),
                              retryable=bool(getattr(exc, "retryable", False)))
             return await self._close_out(asm, STREAM_FAILED.format(reason=reason), "failed", err)
+        except Exception as exc:
+            # A bug or a failing dependency (an approver, the store): the turn still ends
+            # `failed` with its blocks and a valid transcript, if the store lets us write.
+            log.exception("turn %s failed unexpectedly", self.turn_id)
+            err = ErrorEvent(code="internal_error", message=f"{type(exc).__name__}: {exc}", retryable=False)
+            return await self._close_out(asm, STREAM_FAILED.format(reason="internal error"), "failed", err)
 
     async def _stream_step(self) -> Assembler:
         """One provider call, restarted from the same transcript when its stream breaks."""

@@ -386,3 +386,61 @@ async def test_a_call_id_reused_by_the_server_in_a_later_turn_is_made_unique(
     history = mock.requests(p.model)[-1]["messages"]
     sent = [c["id"] for m in history if m["role"] == "assistant" for c in m["content"] if c["type"] == "tool_use"]
     assert sent == ["call_1", "call_1_2"]
+
+
+async def test_cancel_while_a_tool_runs_answers_every_call(provider_for: Make) -> None:
+    started = asyncio.Event()
+
+    @tool(timeout=30)
+    async def forever() -> str:
+        """Never returns."""
+        started.set()
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    p = provider_for({"steps": [{"blocks": [{"type": "tool_use", "name": "forever", "input": {}},
+                                            {"type": "tool_use", "name": "echo", "input": {"value": "v"}}]}]})
+    agent = Agent(p, tools=[forever, echo])
+    events: list[Any] = []
+
+    async def consume() -> None:
+        async for ev in agent.stream("go"):
+            events.append(ev)
+
+    task = asyncio.create_task(consume())
+    await started.wait()
+    assert agent.cancel(events[0].turn_id)
+    await task
+    done = events[-1]
+    assert isinstance(done, TurnComplete) and done.status == "cancelled"
+    turn = await agent.store.get_turn(done.turn_id)
+    assert turn is not None
+    rs = results(turn)
+    assert len(rs) == 2 and all(r.is_error and "cancelled" in r.content for r in rs)
+
+
+async def test_a_failing_approver_fails_the_turn_cleanly(provider_for: Make) -> None:
+    @tool(requires_approval=True)
+    def risky() -> str:
+        """Needs approval."""
+        return "ran"
+
+    async def broken(call: ToolUseBlock, t: Any) -> bool:
+        raise RuntimeError("approval service down")
+
+    p = provider_for({"steps": [tool_step("risky", {}), answer("never")]})
+    turn = await Agent(p, tools=[risky], approve=broken).run("go")
+    assert turn.status == "failed" and turn.error == "RuntimeError: approval service down"
+    assert results(turn)[0].is_error
+
+
+async def test_debug_log_has_the_request_but_never_the_key(
+        provider_for: Make, caplog: pytest.LogCaptureFixture) -> None:
+    p = provider_for({"steps": [answer("hi")]})
+    p.api_key = "sk-secret-value"
+    p._headers["x-api-key"] = p.api_key
+    with caplog.at_level("DEBUG", logger="turnstream.providers"):
+        await Agent(p).run("log me")
+    text = caplog.text
+    assert "log me" in text and "x-api-key" in text
+    assert "sk-secret-value" not in text
