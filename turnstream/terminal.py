@@ -1,15 +1,20 @@
 """The terminal chat (SPEC §11): ``turnstream chat``.
 
-Three small parts:
+Four small parts, shared by the local chat and the server client (``remote.py``):
 
 - ``Renderer`` turns the events of a turn (SPEC §8) into Rich output, in arrival order:
   text streamed as it comes, thinking dimmed, a tool call's arguments streamed live with its
   result beneath, a spinner while the model has not said anything yet.
 - ``LineReader`` reads lines from stdin without blocking the event loop, so that Ctrl-C can
   cancel a running turn (and an approval question) instead of ending the program.
-- ``run_chat`` is the read–answer loop: the farewell gate first (a goodbye or thanks ends
-  the chat without a model call), then one ``Agent.stream`` per message, with the history in
-  a SQLite file so ``--session`` resumes a conversation.
+- ``ChatUI`` holds the console, the input and the renderer; it asks questions (the prompt,
+  y/n approvals) and runs one turn at a time so that Ctrl-C cancels it.
+- ``converse`` is the read–answer loop: the farewell gate first (a goodbye or thanks ends
+  the chat without a model call), then one turn per message.
+
+``run_chat`` runs the turns here, one ``Agent.stream`` per message, with the history in a
+SQLite file so ``--session`` resumes a conversation. With ``--server`` the turns run on a
+turnstream server instead (``remote.run_remote_chat``), fed to the same renderer.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -33,7 +38,7 @@ from rich.markup import escape
 from rich.status import Status
 
 from .agent import LOCAL_USER, Agent, open_store_url
-from .blocks import TextBlock, ToolResultBlock, ToolUseBlock, Turn
+from .blocks import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, Turn
 from .errors import TurnstreamError
 from .events import (
     BlockDelta,
@@ -57,7 +62,7 @@ RESULT_PREVIEW_LINE_CHARS = 200
 DEFAULT_ANTHROPIC_MODEL = "anthropic:claude-sonnet-4-5"
 DEFAULT_OPENAI_MODEL = "openai:gpt-4o-mini"
 DEMO_MODEL = "scripted:echo"
-GOODBYE = "Bye! (resume this conversation with: turnstream chat --session {session})"
+GOODBYE = "Bye! (resume this conversation with: {command})"
 
 SYSTEM_PROMPT = """\
 You are a helpful assistant in a terminal. You can read files under {root} with list_directory \
@@ -166,15 +171,18 @@ class Renderer:
         if ev.tool_use_id and ev.tool_name:
             self._names[ev.tool_use_id] = ev.tool_name
         if ev.type == "tool_use":
-            self.quiet()
-            self.newline()
-            self.console.print(f"[bold cyan]⚙ {escape(ev.tool_name or '?')}[/] ", end="", highlight=False)
-            self._at_line_start = False
+            self._tool_header(ev.tool_name or "?")
         elif ev.type == "thinking":
             self.newline()
             self._write("💭 ", "dim")
         elif ev.type == "text":
             self.newline()
+
+    def _tool_header(self, name: str) -> None:
+        self.quiet()
+        self.newline()
+        self.console.print(f"[bold cyan]⚙ {escape(name)}[/] ", end="", highlight=False)
+        self._at_line_start = False
 
     def _delta(self, ev: BlockDelta) -> None:
         blk = self._open.get(ev.index)
@@ -192,7 +200,7 @@ class Renderer:
         block = ev.block
         if isinstance(block, ToolUseBlock):
             if blk is None:
-                self._line(f"[bold cyan]⚙ {escape(block.name)}[/]")
+                self._tool_header(block.name)
             if blk is None or not blk.streamed:
                 self._write(orjson.dumps(block.input).decode(), "dim cyan")
             if block.input_error:
@@ -201,10 +209,17 @@ class Renderer:
             self.waiting("running tools…")
         elif isinstance(block, ToolResultBlock):
             self._result(block)
-        elif blk is not None and not blk.streamed:
+        elif blk is None or not blk.streamed:
+            # Not streamed: a block with no deltas, or one replayed by a resumed stream, which
+            # carries finished blocks instead of the deltas it missed (block_start included).
             text = getattr(block, "text", None) or getattr(block, "thinking", None)
+            thinking = isinstance(block, ThinkingBlock)
             if text:
-                self._write(text, "dim italic" if blk.type == "thinking" else None)
+                if blk is None:
+                    self.newline()
+                    if thinking:
+                        self._write("💭 ", "dim")
+                self._write(text, "dim italic" if thinking else None)
             self.newline()
         else:
             self.newline()
@@ -350,8 +365,8 @@ def default_model() -> str:
     return DEMO_MODEL
 
 
-class _Chat:
-    """The state of one chat: console, input, renderer, agent and session."""
+class ChatUI:
+    """The terminal side of one chat: console, input, renderer and Ctrl-C handling."""
 
     def __init__(self, console: Console, reader: LineReader) -> None:
         self.console = console
@@ -389,15 +404,19 @@ class _Chat:
         self.renderer.waiting("running tools…")
         return ok
 
-    async def turn(self, agent: Agent, message: str, session_id: str) -> None:
-        """Stream one turn; Ctrl-C cancels it (the Agent closes the turn out as ``cancelled``)."""
+    def error(self, message: str) -> None:
+        """An error line (the chat goes on)."""
+        self.renderer.quiet()
+        self.renderer.newline()
+        self.console.print(f"[bold red]error:[/] [red]{escape(message)}[/]", highlight=False, soft_wrap=True)
 
-        async def consume() -> None:
-            async for ev in agent.stream(message, session_id=session_id):
-                self.renderer.handle(ev)
-
+    async def run_turn(self, work: Callable[[], Coroutine[Any, Any, None]],
+                       on_cancel: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Run one turn's ``work`` (which feeds ``self.renderer``); Ctrl-C cancels it, then
+        ``on_cancel`` runs (where the turn must be stopped elsewhere, e.g. on a server). An
+        exception is shown as one line, never a traceback."""
         self.renderer.waiting()
-        task = asyncio.create_task(consume())
+        task = asyncio.create_task(work())
         self.interrupts.target = task
         try:
             await asyncio.wait({task})
@@ -405,13 +424,52 @@ class _Chat:
             self.interrupts.target = None
             self.renderer.quiet()
         if task.cancelled():
+            if on_cancel is not None:
+                await on_cancel()
             self.renderer.newline()
             self.console.print("[yellow]⏹ cancelled[/]", highlight=False)
         elif (exc := task.exception()) is not None:
-            self.renderer.newline()
-            self.console.print(f"[bold red]error:[/] [red]{escape(f'{type(exc).__name__}: {exc}')}[/]",
-                               highlight=False)
+            self.error(f"{type(exc).__name__}: {exc}")
         self.renderer.newline()
+
+    async def turn(self, agent: Agent, message: str, session_id: str) -> None:
+        """Stream one local turn; Ctrl-C cancels it (the Agent closes the turn out as ``cancelled``)."""
+
+        async def consume() -> None:
+            async for ev in agent.stream(message, session_id=session_id):
+                self.renderer.handle(ev)
+
+        await self.run_turn(consume)
+
+
+async def converse(chat: ChatUI, send: Callable[[str], Awaitable[None]], resume_command: str, *,
+                   first: Callable[[], Awaitable[None]] | None = None) -> None:
+    """The read–answer loop until the user leaves: Ctrl-D, Ctrl-C twice at the prompt, or a
+    message that is only a farewell (which never reaches the model). ``first`` runs before
+    the first prompt, with Ctrl-C already handled. Ends with the goodbye line naming
+    ``resume_command``."""
+    console = chat.console
+    with _sigint(chat.interrupts):
+        if first is not None:
+            await first()
+        while True:
+            line = await chat.ask("\n[bold green]you ›[/] ")
+            if line is None:
+                break
+            if line == "":
+                if chat.interrupts.presses_at_prompt >= 2:
+                    break
+                if chat.interrupts.presses_at_prompt == 1:
+                    console.print("[dim](press Ctrl-C again or Ctrl-D to quit)[/]", highlight=False)
+                continue
+            message = line.strip()
+            if not message:
+                continue
+            if is_farewell(message):
+                break
+            await send(message)
+    chat.renderer.newline()
+    console.print(GOODBYE.format(command=resume_command), highlight=False, markup=False, soft_wrap=True)
 
 
 async def _open_session(store: Store, session: str | None, model: str) -> tuple[str, list[Turn]]:
@@ -422,7 +480,7 @@ async def _open_session(store: Store, session: str | None, model: str) -> tuple[
     return created.id, []
 
 
-def _show_history(console: Console, turns: list[Turn], keep: int = 3) -> None:
+def show_history(console: Console, turns: list[Turn], keep: int = 3) -> None:
     if not turns:
         return
     console.print(f"[dim]… {len(turns)} earlier turn(s); the last ones:[/]", highlight=False)
@@ -453,7 +511,7 @@ async def run_chat(
     are added to ``list_directory``, ``read_file`` and ``calculator``.
     """
     console = console or Console(highlight=False)
-    chat = _Chat(console, LineReader(stdin))
+    chat = ChatUI(console, LineReader(stdin))
     try:
         real_root = root.expanduser().resolve(strict=True)
         tools = [*make_file_tools(real_root), calculator_tool, *extra_tools]
@@ -470,26 +528,12 @@ async def run_chat(
                       highlight=False)
         console.print(f"[dim]session {session_id} · Ctrl-C stops a reply · Ctrl-D or 'bye' quits[/]",
                       highlight=False)
-        _show_history(console, history)
-        with _sigint(chat.interrupts):
-            while True:
-                line = await chat.ask("\n[bold green]you ›[/] ")
-                if line is None:
-                    break
-                if line == "":
-                    if chat.interrupts.presses_at_prompt >= 2:
-                        break
-                    if chat.interrupts.presses_at_prompt == 1:
-                        console.print("[dim](press Ctrl-C again or Ctrl-D to quit)[/]", highlight=False)
-                    continue
-                message = line.strip()
-                if not message:
-                    continue
-                if is_farewell(message):
-                    break
-                await chat.turn(agent, message, session_id)
-        chat.renderer.newline()
-        console.print(GOODBYE.format(session=session_id), highlight=False, markup=False, soft_wrap=True)
+        show_history(console, history)
+
+        async def send(message: str) -> None:
+            await chat.turn(agent, message, session_id)
+
+        await converse(chat, send, f"turnstream chat --session {session_id}")
         return 0
     finally:
         await agent.aclose()
@@ -507,12 +551,14 @@ def _log_to_file(path: Path) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """``turnstream chat``: reads ``model``, ``root``, ``session`` and ``server`` from the parsed flags."""
-    if getattr(args, "server", None):
-        print("turnstream chat --server is not available yet; run without --server to chat locally.",
-              file=sys.stderr)
-        return 2
+    """``turnstream chat``: reads ``model``, ``root``, ``session``, ``server`` and ``key`` from the
+    parsed flags. With ``server`` the turns run there and the local tools run here."""
     _log_to_file(chat_home() / "chat.log")
+    if getattr(args, "server", None):
+        from .remote import run_remote_chat
+
+        return asyncio.run(run_remote_chat(args.server, getattr(args, "key", None), Path(args.root),
+                                           getattr(args, "session", None), model=args.model))
     model = args.model or default_model()
     if model == DEMO_MODEL and not args.model:
         print(f"No --model and no API key: using the scripted demo model {DEMO_MODEL}.", file=sys.stderr)

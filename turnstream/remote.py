@@ -1,0 +1,514 @@
+"""``turnstream chat --server URL --key KEY``: the turn runs on a turnstream server, the tools here.
+
+The pattern of an IDE whose agent runs elsewhere (seed 003): this client declares its local
+tools (``list_directory``, ``read_file``, ``calculator``) as *client tools* of each turn
+(SPEC §4, §7). The server streams the turn's events (SPEC §8); when the model calls one of
+them the stream ends with ``tool_request`` events and ``turn_complete`` with status
+``awaiting_client``. The client runs each call here — arguments validated by the tool,
+file paths confined to ``--root``, failures turned into ``is_error`` results reading
+``TypeName: message`` — and posts the result by ``tool_use_id``. The server then resumes the
+turn, and the client follows it on the events route from the last event id it saw, until a
+``turn_complete`` with a final status.
+
+Events are decoded back into the objects of ``turnstream.events`` and fed to the same
+``Renderer`` as the local chat, so both look alike. A broken stream is picked up again from
+the last event id. Ctrl-C cancels the turn on the server. Every HTTP failure becomes one
+clear line (``RemoteError``), never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncGenerator, Callable
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx2 as httpx
+from pydantic import ValidationError
+from rich.console import Console
+from rich.markup import escape
+
+from .blocks import BLOCK_ADAPTER, ToolResultBlock, ToolUseBlock, Turn, Usage
+from .events import (
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    ErrorEvent,
+    StepRestart,
+    StepStart,
+    StreamEvent,
+    ToolRequest,
+    TurnComplete,
+    TurnStart,
+)
+from .sse import SSEDecoder, SSEEvent
+from .terminal import ChatUI, LineReader, converse, show_history
+from .tools.executor import ToolExecutor
+from .tools.tool import Tool
+from .toolsets import calculator_tool, make_file_tools
+
+MAX_RECONNECTS = 3
+"""How many times a broken event stream is picked up again (from the last event id) in a row."""
+REQUEST_TIMEOUT = 30.0
+STREAM_READ_TIMEOUT = 60.0
+"""The server sends a ping every 15 s, so a minute of silence means the connection is dead."""
+CANCEL_TIMEOUT = 10.0
+FINAL = ("complete", "failed", "cancelled", "interrupted")
+
+
+class RemoteError(Exception):
+    """Talking to the server failed; the message is meant for the user as it is."""
+
+
+class ServerError(RemoteError):
+    """The server answered with an error status (its JSON body: ``error``, ``message``, ``detail``)."""
+
+    def __init__(self, status: int, message: str, detail: list[dict[str, Any]] | None = None) -> None:
+        self.status = status
+        self.message = message
+        self.detail = detail or []
+        super().__init__(_describe(status, message))
+
+
+class StreamBroken(RemoteError):
+    """An event stream that had started was cut off; it can be followed again from the last id."""
+
+
+def _describe(status: int, message: str) -> str:
+    if status == 401:
+        return (f"the server refused the API key (401: {message}). Pass --key KEY or set TURNSTREAM_KEY; "
+                "`turnstream serve` prints a login key and `turnstream users add NAME` makes one")
+    if status == 404:
+        return f"not found on the server (404): {message}"
+    if status == 409:
+        return f"conflict (409): {message}"
+    if status == 422:
+        return f"the server rejected the request (422): {message}"
+    return f"the server answered {status}: {message}"
+
+
+def _server_error(status: int, body: bytes) -> ServerError:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("message"), str):
+        detail = data.get("detail")
+        return ServerError(status, data["message"], detail if isinstance(detail, list) else None)
+    text = body.decode("utf-8", "replace").strip()
+    return ServerError(status, text[:300] or "(no message)")
+
+
+def _transport_message(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def split_server_url(url: str) -> tuple[str, str | None]:
+    """The base URL, and the key when the URL carries one in its fragment (``…/#key=K``, as
+    ``turnstream serve`` prints it)."""
+    parts = urlsplit(url.strip())
+    key = None
+    if parts.fragment.startswith("key="):
+        key = parts.fragment[4:] or None
+    base = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+    return base, key
+
+
+# --- events -------------------------------------------------------------------------------
+
+
+def decode_event(sse: SSEEvent) -> StreamEvent | None:
+    """An SSE event of SPEC §8 as the event object the local loop would have made; None for
+    events this client does not show (and for data it cannot read)."""
+    try:
+        data = json.loads(sse.data)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    turn_id, _, n_text = (sse.id or "").rpartition(":")
+    n = int(n_text) if n_text.isdigit() else 0
+    meta: dict[str, Any] = {"turn_id": turn_id or str(data.get("turn_id") or ""), "n": n}
+    try:
+        match sse.event:
+            case "turn_start":
+                return TurnStart(session_id=str(data.get("session_id", "")), **meta)
+            case "step_start":
+                return StepStart(step=int(data["step"]), max_steps=int(data.get("max_steps", 0)), **meta)
+            case "block_start":
+                return BlockStart(index=int(data["index"]), type=str(data["type"]),
+                                  tool_use_id=data.get("tool_use_id"), tool_name=data.get("name"), **meta)
+            case "block_delta":
+                return BlockDelta(index=int(data["index"]), text=data.get("text"),
+                                  partial_json=data.get("partial_json"), input=data.get("input"), **meta)
+            case "block_stop":
+                raw = data.get("block")
+                block = BLOCK_ADAPTER.validate_python(raw) if raw is not None else None
+                return BlockStop(index=int(data["index"]), block=block, **meta)
+            case "tool_request":
+                return ToolRequest(tool_use_id=str(data["tool_use_id"]), tool_name=str(data["name"]),
+                                   input=dict(data.get("input") or {}), executor=str(data.get("executor", "client")),
+                                   requires_approval=bool(data.get("requires_approval", False)), **meta)
+            case "step_restart":
+                return StepRestart(step=int(data["step"]), reason=str(data.get("reason", "")), **meta)
+            case "turn_complete":
+                return TurnComplete(status=str(data["status"]), stop_reason=data.get("stop_reason"),
+                                    usage=Usage.model_validate(data.get("usage") or {}),
+                                    steps=int(data.get("steps", 0)), **meta)
+            case "error":
+                return ErrorEvent(code=str(data.get("code", "error")), message=str(data.get("message", "")),
+                                  retryable=bool(data.get("retryable", False)), **meta)
+    except (KeyError, TypeError, ValueError, ValidationError):
+        return None
+    return None
+
+
+def client_tool_spec(tool: Tool) -> dict[str, Any]:
+    """A local tool as the ``client_tools`` entry of ``POST /api/sessions/{id}/turns``."""
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema,
+            "requires_approval": tool.requires_approval}
+
+
+# --- HTTP ---------------------------------------------------------------------------------
+
+
+class RemoteAPI:
+    """The few routes of SPEC §7 this client needs, with errors as ``RemoteError``."""
+
+    def __init__(self, base_url: str, key: str, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.base_url = base_url
+        self._client = httpx.AsyncClient(
+            base_url=base_url, headers={"Authorization": f"Bearer {key}"}, transport=transport,
+            timeout=httpx.Timeout(REQUEST_TIMEOUT, read=STREAM_READ_TIMEOUT))
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        try:
+            r = await self._client.request(method, path, json=body)
+        except httpx.TransportError as exc:
+            raise RemoteError(f"cannot reach the server at {self.base_url}: {_transport_message(exc)}") from None
+        if r.status_code >= 400:
+            raise _server_error(r.status_code, r.content)
+        try:
+            return r.json()
+        except ValueError:
+            raise RemoteError(f"the server's answer to {method} {path} is not JSON") from None
+
+    async def events(self, method: str, path: str, *, body: dict[str, Any] | None = None,
+                     last_event_id: str | None = None,
+                     on_headers: Callable[[httpx.Headers], None] | None = None) -> AsyncGenerator[SSEEvent, None]:
+        """The SSE events of one response, as they arrive."""
+        headers = {"Accept": "text/event-stream"}
+        if last_event_id:
+            headers["Last-Event-ID"] = last_event_id
+        started = False
+        try:
+            async with self._client.stream(method, path, json=body, headers=headers) as r:
+                if r.status_code >= 400:
+                    raise _server_error(r.status_code, await r.aread())
+                if on_headers is not None:
+                    on_headers(r.headers)
+                started = True
+                decoder = SSEDecoder()
+                async for chunk in r.aiter_raw():
+                    for ev in decoder.feed(chunk):
+                        yield ev
+        except httpx.TransportError as exc:
+            if started:
+                raise StreamBroken(f"the event stream broke: {_transport_message(exc)}") from None
+            raise RemoteError(f"cannot reach the server at {self.base_url}: {_transport_message(exc)}") from None
+
+
+# --- the chat -------------------------------------------------------------------------------
+
+
+class RemoteChat:
+    """One chat session on a server: sends turns, answers their tool requests with local tools."""
+
+    def __init__(self, api: RemoteAPI, chat: ChatUI, session_id: str, tools: list[Tool]) -> None:
+        self.api = api
+        self.chat = chat
+        self.session_id = session_id
+        self.tools = {t.name: t for t in tools}
+        self.client_tools = [client_tool_spec(t) for t in tools]
+        self.executor = ToolExecutor(self.tools, approver=chat.approve)
+        self.turn_id: str | None = None
+        self.last_id: str | None = None
+
+    @property
+    def _session_path(self) -> str:
+        return f"/api/sessions/{self.session_id}"
+
+    # one message
+
+    async def send(self, message: str) -> None:
+        """Run one turn for ``message``; Ctrl-C cancels it on the server."""
+        self.turn_id = self.last_id = None
+        await self.chat.run_turn(lambda: self._turn(message), on_cancel=self.cancel)
+
+    async def _post_turn(self, message: str) -> AsyncGenerator[SSEEvent, None]:
+        """``POST …/turns``; a declared tool that shadows a server tool of this session (422)
+        is left out — the server's own tool of that name serves — and the post is retried."""
+        while True:
+            body = {"message": message, "client_tools": self.client_tools}
+            try:
+                stream = self.api.events("POST", f"{self._session_path}/turns", body=body,
+                                         on_headers=self._turn_headers)
+                async with contextlib.aclosing(stream) as events:
+                    async for ev in events:
+                        yield ev
+                return
+            except ServerError as exc:
+                if not self._drop_shadowed(exc):
+                    raise
+
+    def _turn_headers(self, headers: httpx.Headers) -> None:
+        tid = headers.get("x-turn-id")
+        if tid:
+            self.turn_id = tid
+
+    def _drop_shadowed(self, exc: ServerError) -> bool:
+        if exc.status != 422:
+            return False
+        drop: set[str] = set()
+        for d in exc.detail:
+            loc = d.get("loc") or []
+            if (len(loc) == 4 and loc[:2] == ["body", "client_tools"] and loc[3] == "name"
+                    and isinstance(loc[2], int) and 0 <= loc[2] < len(self.client_tools)
+                    and "server tool" in str(d.get("msg", ""))):
+                drop.add(self.client_tools[loc[2]]["name"])
+        if not drop:
+            return False
+        self.client_tools = [t for t in self.client_tools if t["name"] not in drop]
+        for name in sorted(drop):
+            self.chat.console.print(f"[dim]({escape(name)} is a server tool in this session: it runs there)[/]",
+                                    highlight=False)
+        return True
+
+    def _follow(self) -> AsyncGenerator[SSEEvent, None]:
+        assert self.turn_id is not None
+        return self.api.events("GET", f"{self._session_path}/turns/{self.turn_id}/events",
+                               last_event_id=self.last_id)
+
+    async def _turn(self, message: str) -> None:
+        try:
+            await self._drive(self._post_turn(message))
+        except RemoteError as exc:
+            self.chat.error(str(exc))
+
+    async def _drive(self, source: AsyncGenerator[SSEEvent, None]) -> None:
+        """Render the turn's events until it ends, answering its tool requests on the way."""
+        pending: list[ToolRequest] = []
+        reconnects = 0
+        while True:
+            final: TurnComplete | None = None
+            broken: StreamBroken | None = None
+            try:
+                async with contextlib.aclosing(source) as events:
+                    async for sse in events:
+                        final = self._take(sse, pending) or final
+            except StreamBroken as exc:
+                broken = exc
+            if final is None:
+                if self.turn_id is None or reconnects >= MAX_RECONNECTS:
+                    raise broken or RemoteError("the server closed the event stream before the turn ended")
+                reconnects += 1
+                source = self._follow()
+                continue
+            reconnects = 0
+            if final.status != "awaiting_client":
+                self.chat.renderer.handle(final)
+                return
+            requests, pending = pending, []
+            await self._answer_or_cancel(requests)
+            self.chat.renderer.waiting()
+            source = self._follow()
+
+    def _take(self, sse: SSEEvent, pending: list[ToolRequest]) -> TurnComplete | None:
+        if sse.id:
+            self.last_id = sse.id
+            self.turn_id = sse.id.rpartition(":")[0] or self.turn_id
+        ev = decode_event(sse)
+        if ev is None:
+            return None
+        if isinstance(ev, ToolRequest):
+            pending.append(ev)  # answered once the stream pauses
+            return None
+        if isinstance(ev, TurnComplete):
+            return ev
+        self.chat.renderer.handle(ev)
+        return None
+
+    async def _answer_or_cancel(self, requests: list[ToolRequest]) -> None:
+        """Answer every request; if that fails the turn is cancelled, so the session is not
+        left waiting for answers that will never come."""
+        try:
+            if not requests:
+                raise RemoteError("the turn waits for tool results, but no tool request reached this client")
+            for req in requests:
+                await self._answer(req)
+        except RemoteError:
+            await self.cancel()
+            raise
+
+    async def _answer(self, req: ToolRequest) -> None:
+        call = ToolUseBlock(tool_use_id=req.tool_use_id, name=req.tool_name, input=req.input)
+        body: dict[str, Any] = {"tool_use_id": req.tool_use_id, "turn_id": self.turn_id}
+        if req.executor == "client":
+            outcome = await self.executor.decide(call)  # unknown tool, or approval asked here
+            self.chat.renderer.waiting(f"running {req.tool_name} here…")
+            await self.executor.run([outcome], session_id=self.session_id, turn_id=self.turn_id or "")
+            self.chat.renderer.quiet()
+            body |= {"content": outcome.content, "is_error": outcome.is_error}
+        else:  # a server tool that needs the user's approval
+            body["approved"] = await self.chat.approve(call, Tool.client(req.tool_name))
+        reply = await self.api.call("POST", f"{self._session_path}/tool-results", body)
+        if self.last_id is None and isinstance(reply, dict) and isinstance(reply.get("last_event_id"), str):
+            self.last_id = reply["last_event_id"]
+
+    async def cancel(self) -> None:
+        """Cancel the current turn on the server (after Ctrl-C). A turn that already ended is fine."""
+        turn_ids = [self.turn_id] if self.turn_id else await self._open_turn_ids()
+        for tid in turn_ids:
+            try:
+                await asyncio.wait_for(self.api.call("POST", f"{self._session_path}/turns/{tid}/cancel"),
+                                       CANCEL_TIMEOUT)
+            except ServerError as exc:
+                if exc.status != 409:  # 409: it is not running any more
+                    self.chat.error(f"could not cancel the turn on the server: {exc}")
+            except (RemoteError, TimeoutError) as exc:
+                self.chat.error(f"could not cancel the turn on the server: {exc}")
+
+    async def _open_turn_ids(self) -> list[str]:
+        """Ctrl-C came before the turn's id did: the session's open turns are this client's."""
+        try:
+            turns = await self.turns()
+        except RemoteError:
+            return []
+        return [t.id for t in turns if t.status in ("running", "awaiting_client")]
+
+    async def turns(self) -> list[Turn]:
+        detail = await self.api.call("GET", self._session_path)
+        out: list[Turn] = []
+        for raw in detail.get("turns", []) if isinstance(detail, dict) else []:
+            with contextlib.suppress(ValidationError):
+                out.append(Turn.model_validate(raw))
+        return out
+
+    # a turn left open by an earlier run of this client
+
+    async def settle_open_turn(self, turns: list[Turn]) -> None:
+        """A resumed session whose last turn still waits for this client's tools (the client
+        stopped while they ran): run them now and follow the turn to its end."""
+        last = turns[-1] if turns else None
+        if last is None or last.status != "awaiting_client":
+            if last is not None and last.status == "running":
+                self.chat.console.print(f"[yellow]the last turn ({escape(last.id)}) is still running on the "
+                                        "server[/]", highlight=False)
+            return
+        answered = {b.tool_use_id for b in last.blocks if isinstance(b, ToolResultBlock)}
+        calls = [b for b in last.blocks if isinstance(b, ToolUseBlock) and b.tool_use_id not in answered]
+        foreign = sorted({b.name for b in calls if b.name not in self.tools})
+        if foreign or not calls:
+            # Another client's tools, or a server tool's approval: not this client's to answer.
+            self.chat.console.print(f"[yellow]the last turn ({escape(last.id)}) waits for another client "
+                                    f"({escape(', '.join(foreign) or 'no tool of this one')})[/]", highlight=False)
+            return
+        requests = [ToolRequest(tool_use_id=b.tool_use_id, tool_name=b.name, input=b.input, turn_id=last.id)
+                    for b in calls]
+        self.chat.console.print(f"[yellow]the last turn ({escape(last.id)}) waits for "
+                                f"{len(requests)} tool call(s) of this client: answering them now[/]",
+                                highlight=False)
+        self.turn_id, self.last_id = last.id, None
+
+        async def finish() -> None:
+            try:
+                await self._answer_or_cancel(requests)
+                if self.last_id is None:
+                    raise RemoteError("the server did not say where to follow the turn from")
+                await self._drive(self._follow())
+            except RemoteError as exc:
+                self.chat.error(str(exc))
+
+        await self.chat.run_turn(finish, on_cancel=self.cancel)
+
+
+async def _open_session(api: RemoteAPI, session: str | None, model: str | None) -> tuple[str, str]:
+    """The session's id and model: the one named by ``--session``, else a new one."""
+    if session is not None:
+        data = await api.call("GET", f"/api/sessions/{session}")
+    else:
+        body: dict[str, Any] = {"title": "terminal chat", "toolset": "none"}
+        if model:
+            body["model"] = model
+        data = await api.call("POST", "/api/sessions", body)
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+        raise RemoteError("the server's session answer has no id")
+    return data["id"], str(data.get("model") or "")
+
+
+async def run_remote_chat(
+    server: str,
+    key: str | None,
+    root: Path,
+    session: str | None = None,
+    *,
+    model: str | None = None,
+    extra_tools: list[Tool] | None = None,
+    console: Console | None = None,
+    stdin: TextIO | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> int:
+    """The terminal chat against a turnstream server at ``server``; returns the exit status.
+
+    ``key`` is the user's API key (or in ``server``'s ``#key=`` fragment); ``root`` is the
+    directory the local file tools may read; ``session`` resumes a session of this user on
+    the server; ``model`` is used for a new session (the server's default otherwise).
+    """
+    console = console or Console(highlight=False)
+    base, url_key = split_server_url(server)
+    key = key or url_key
+    if not base.startswith(("http://", "https://")):
+        console.print(f"[bold red]error:[/] --server must be an http:// or https:// URL, not {escape(server)!r}",
+                      highlight=False)
+        return 2
+    if not key:
+        console.print("[bold red]error:[/] --server needs an API key: pass --key KEY or set TURNSTREAM_KEY "
+                      "(`turnstream serve` prints a login key, `turnstream users add NAME` makes one)",
+                      highlight=False)
+        return 2
+    try:
+        real_root = root.expanduser().resolve(strict=True)
+        tools = [*make_file_tools(real_root), calculator_tool, *(extra_tools or [])]
+    except OSError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        return 2
+    chat = ChatUI(console, LineReader(stdin))
+    api = RemoteAPI(base, key, transport=transport)
+    try:
+        try:
+            session_id, session_model = await _open_session(api, session, model)
+            remote = RemoteChat(api, chat, session_id, tools)
+            history = await remote.turns() if session is not None else []
+        except RemoteError as exc:
+            console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            return 2
+        console.print(f"[bold]turnstream chat[/] · {escape(base)} · {escape(session_model or 'server model')} · "
+                      f"files under {escape(str(real_root))} (tools run here)", highlight=False)
+        console.print(f"[dim]session {session_id} · Ctrl-C stops a reply · Ctrl-D or 'bye' quits[/]",
+                      highlight=False)
+        show_history(console, history)
+        await converse(chat, remote.send, f"turnstream chat --server {base} --session {session_id}",
+                       first=lambda: remote.settle_open_turn(history))
+        return 0
+    finally:
+        await api.aclose()
+
+
+__all__ = ["RemoteAPI", "RemoteChat", "RemoteError", "ServerError", "client_tool_spec", "decode_event",
+           "run_remote_chat", "split_server_url"]
