@@ -2,7 +2,8 @@
 
 1. assembler throughput (2 KB / 50 KB / 500 KB tool inputs in 8-byte fragments);
 2. store: blocks appended per second per backend (``bench/store_bench.py``);
-3. client CPU per 3-step conversation beside the floor and the peer frameworks, through
+3. client CPU per conversation of each adapter on one script (``bench/provider_cpu.py``);
+   then per 3-step conversation beside the floor and the peer frameworks, through
    the shared harness (``../shared/bench``), in a separate virtualenv (``.venv-bench``)
    holding the peers' pinned versions and this checkout;
 4. the server under N concurrent turns (``bench/server_bench.py``), when present.
@@ -67,6 +68,9 @@ def main() -> int:
     if (REPO / "bench" / "store_bench.py").exists():
         step("store: blocks appended per second")
         failed |= run([py, str(REPO / "bench" / "store_bench.py")] + (["--seconds", "0.3"] if a.quick else []))
+
+    step("client CPU by adapter: anthropic, openai, openai-responses (turnstream mock-provider)")
+    failed |= run([py, str(REPO / "bench" / "provider_cpu.py"), "--n", "10" if a.quick else "50"])
 
     shared = shared_bench()
     if (shared / "run.py").exists():
