@@ -1,5 +1,8 @@
 """schemathesis fuzzes every operation of ``/openapi.json`` (coverage, fuzzing and stateful
-phases, bounded) against a real server and finds no 5xx."""
+phases, bounded) against a real server and finds no 5xx.
+
+One worker: with several, schemathesis' threads call ``ast.parse`` at once, which trips a
+CPython 3.11 bug ("AST constructor recursion depth mismatch") inside hypothesis."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ def test_no_server_error_under_fuzzing(tmp_path: Path) -> None:
         out = subprocess.run(
             [exe, "run", f"{srv.url}/openapi.json", "--checks", "not_a_server_error",
              "-H", f"Authorization: Bearer {srv.key}", "--max-examples", "12", "--seed", "20240611",
-             "--phases", "coverage,fuzzing,stateful", "--workers", "4", "--no-color",
+             "--phases", "coverage,fuzzing,stateful", "--workers", "1", "--no-color",
              "--report-dir", str(tmp_path / "report")],
             capture_output=True, text=True, timeout=240, cwd=tmp_path)
     finally:
