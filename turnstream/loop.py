@@ -187,19 +187,16 @@ class TurnRunner:
         self._task = asyncio.current_task()
         executor = ToolExecutor(self._tools, max_result_chars=self.config.limits.max_result_chars,
                                 approver=self.config.approver, deps=self.config.deps)
-        asm: Assembler | None = None
         try:
             if approved is not None:
-                paused = await self._run_pending(executor, approved)
-                if paused:
-                    return await self._finish("awaiting_client", "awaiting_client")
+                await self._run_pending(executor, approved)
             while True:
                 self._step += 1
                 asm = await self._stream_step()
                 stop = asm.stop_reason
                 assert stop is not None
                 calls = [b for b in asm.finished if isinstance(b, ToolUseBlock)]
-                asm = self._current = None
+                self._current = None
                 if not calls:
                     if stop == "pause_turn" and not self._final_step and self._step < self.config.limits.max_steps:
                         continue
@@ -221,7 +218,7 @@ class TurnRunner:
                 if task is not None:
                     task.uncancel()
             with anyio.CancelScope(shield=True):
-                turn = await self._close_out(asm, CANCELLED, "cancelled", None)
+                turn = await self._close_out(CANCELLED, "cancelled", None)
             if not ours:
                 raise
             return turn
@@ -230,13 +227,13 @@ class TurnRunner:
             log.warning("turn %s failed: %s", self.turn_id, reason)
             err = ErrorEvent(code=getattr(exc, "code", "stream_protocol"), message=str(exc),
                              retryable=bool(getattr(exc, "retryable", False)))
-            return await self._close_out(asm, STREAM_FAILED.format(reason=reason), "failed", err)
+            return await self._close_out(STREAM_FAILED.format(reason=reason), "failed", err)
         except Exception as exc:
             # A bug or a failing dependency (an approver, the store): the turn still ends
             # `failed` with its blocks and a valid transcript, if the store lets us write.
             log.exception("turn %s failed unexpectedly", self.turn_id)
             err = ErrorEvent(code="internal_error", message=f"{type(exc).__name__}: {exc}", retryable=False)
-            return await self._close_out(asm, STREAM_FAILED.format(reason="internal error"), "failed", err)
+            return await self._close_out(STREAM_FAILED.format(reason="internal error"), "failed", err)
 
     async def _stream_step(self) -> Assembler:
         """One provider call, restarted from the same transcript when its stream breaks."""
@@ -341,8 +338,8 @@ class TurnRunner:
                              status="awaiting_client" if i == len(pending) - 1 else None)
         return bool(pending)
 
-    async def _run_pending(self, executor: ToolExecutor, approved: set[str]) -> bool:
-        """After a pause: run the approved calls of the last step. True if some still wait."""
+    async def _run_pending(self, executor: ToolExecutor, approved: set[str]) -> None:
+        """After a pause: run the approved calls of the last step (all others are answered)."""
         answered = {b.tool_use_id for b in self._blocks if isinstance(b, ToolResultBlock)}
         pending = [b for b in self._blocks if isinstance(b, ToolUseBlock) and b.tool_use_id not in answered]
         to_run = [Outcome(c, "result", tool=self._tools.get(c.name)) for c in pending if c.tool_use_id in approved]
@@ -355,12 +352,10 @@ class TurnRunner:
         await executor.run(to_run, session_id=self.session_id, turn_id=self.turn_id)
         for o in to_run:
             await self._add_result(o.call, o.content, o.is_error)
-        return False
 
-    async def _close_out(self, asm: Assembler | None, reason: str, status: TurnStatus,
-                         err: ErrorEvent | None) -> Turn:
+    async def _close_out(self, reason: str, status: TurnStatus, err: ErrorEvent | None) -> Turn:
         """End a turn that did not finish normally, keeping a valid transcript."""
-        asm = asm or self._current
+        asm = self._current
         if asm is not None and not asm.ended:
             for stop in asm.close_all_open():
                 assert stop.block is not None
