@@ -9,12 +9,19 @@ received, ``POST /_mock/reset`` forgets both.
 
 Invalid transcripts are refused with the provider's own 400 message (``validate.py``).
 A scenario ``{"replay": "file.sse", "seed": 1}`` serves a recorded body in random pieces.
+
+Send-time stamps: ``{{sent_at}}`` anywhere in a frame (e.g. in a scenario's text, with
+``fragment_size`` 11 so that each fragment is one stamp) is replaced, as the frame is handed
+to the server, by the wall-clock time (``time.time()``, six decimals). A client on the same
+machine subtracts it from its own receive time: what lies between is what the code under
+test added (``bench/server_bench.py``).
 """
 
 from __future__ import annotations
 
 import json
 import random
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -30,6 +37,9 @@ from starlette.routing import Route
 from ..validate import anthropic_errors, openai_chat_errors, openai_responses_errors
 from . import anthropic_wire, openai_chat_wire, openai_responses_wire
 from .scenario import RequestView, Scenario, StepScript
+
+SENT_AT = b"{{sent_at}}"
+"""Replaced in a frame by its send time (see the module docstring)."""
 
 
 class DroppedConnection(Exception):
@@ -145,6 +155,8 @@ class MockProvider:
             if script.delay_s:
                 await anyio.sleep(script.delay_s)
             sent += len(frame)
+            if SENT_AT in frame:
+                frame = frame.replace(SENT_AT, b"%.6f" % time.time())
             yield frame
 
     def _replay(self, doc: dict[str, Any]) -> Response:
