@@ -236,6 +236,7 @@ class AnthropicProvider:
                     else:
                         yield out
                 if parser.done:
+                    await http.drain(chunks)
                     return
         decoder.flush()
         if not parser.done:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
+import anyio
 import httpx2 as httpx
 import orjson
 
@@ -26,6 +27,16 @@ _SECRET_HEADERS = ("authorization", "x-api-key", "api-key")
 def make_client(timeout: float = 600.0) -> httpx.AsyncClient:
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=200)
     return httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=15.0), limits=limits)
+
+
+async def drain(chunks: AsyncIterator[bytes], timeout: float = 1.0) -> None:
+    """Read what is left of a response after its final event (the end of the chunked body,
+    which follows at once), so that the connection goes back to the pool. A response closed
+    before its end cannot be reused: every step would open a new connection (and against a
+    real API, a new TLS session). A body that does not end within ``timeout`` is closed."""
+    with anyio.move_on_after(timeout):
+        async for _ in chunks:
+            pass
 
 
 def redact_headers(headers: dict[str, str]) -> dict[str, str]:

@@ -369,6 +369,7 @@ class OpenAIChatProvider:
                     for ev in parser.parse(sse.data):
                         yield ev
                 if parser.done:
+                    await http.drain(chunks)
                     return
         decoder.flush()
         for ev in parser.end_of_body():

@@ -415,6 +415,7 @@ class OpenAIResponsesProvider:
                     for ev in parser.parse(sse.data):
                         yield ev
                 if parser.done:
+                    await http.drain(chunks)
                     return
         decoder.flush()
         parser.end_of_body()
