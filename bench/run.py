@@ -69,6 +69,11 @@ def main() -> int:
         step("store: blocks appended per second")
         failed |= run([py, str(REPO / "bench" / "store_bench.py")] + (["--seconds", "0.3"] if a.quick else []))
 
+    if (REPO / "bench" / "persistence_bench.py").exists():
+        step("store: CPU a 3-step turn spends on persistence, beside the in-memory store")
+        quick = ["--rounds", "1", "--turns", "5", "--warmup", "2"] if a.quick else []
+        failed |= run([py, str(REPO / "bench" / "persistence_bench.py"), *quick])
+
     step("client CPU by adapter: anthropic, openai, openai-responses (turnstream mock-provider)")
     failed |= run([py, str(REPO / "bench" / "provider_cpu.py"), "--n", "10" if a.quick else "50"])
 

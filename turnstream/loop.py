@@ -58,6 +58,15 @@ CUT_OFF = ("Not run: the arguments were cut off by the output limit (max_tokens=
            "complete, twice. Send a smaller input, e.g. split the work into several calls.")
 STREAM_FAILED = "Not run: the response stream failed before this call was final ({reason})."
 CANCELLED = "Not run: the turn was cancelled before this call finished."
+STORE_FAILED = ("No result: the turn could not be stored ({reason}), so it ended here. "
+                "The call may have run.")
+STORE_RETRIES = 12
+"""Attempts to record a turn ``failed`` after a store write failed (about 8 s in all)."""
+
+
+class StoreWriteError(RuntimeError):
+    """Storing one of a turn's events failed (e.g. the database restarted); ``__cause__``
+    is the store's error."""
 
 
 @dataclass(slots=True)
@@ -148,16 +157,20 @@ class TurnRunner:
         ev.turn_id, ev.n = self.turn_id, self._n
         if type(ev) is not BlockDelta and type(ev) is not BlockStart:
             stored = StoredEvent(self.turn_id, self._n, ev.name, ev.data())
-            if type(ev) is BlockStop:
-                assert ev.block is not None
-                await self.store.append_block(self.turn_id, ev.block, stored, status)
-            elif type(ev) is TurnComplete:
-                await self.store.finish_turn(
-                    self.turn_id, status=ev.status, stop_reason=ev.stop_reason,  # type: ignore[arg-type]
-                    usage=self._usage, steps=self._step, event=stored, error=self._error,
-                    step_usage=self._step_usage)
-            else:
-                await self.store.append_event(stored, status)
+            try:
+                if type(ev) is BlockStop:
+                    assert ev.block is not None
+                    await self.store.append_block(self.turn_id, ev.block, stored, status)
+                elif type(ev) is TurnComplete:
+                    await self.store.finish_turn(
+                        self.turn_id, status=ev.status, stop_reason=ev.stop_reason,  # type: ignore[arg-type]
+                        usage=self._usage, steps=self._step, event=stored, error=self._error,
+                        step_usage=self._step_usage)
+                else:
+                    await self.store.append_event(stored, status)
+            except Exception as exc:
+                raise StoreWriteError(f"could not store {ev.name} {self._n} of turn {self.turn_id}: "
+                                      f"{type(exc).__name__}: {exc}") from exc
         if self.on_event is not None:
             self.on_event(ev)
 
@@ -228,6 +241,9 @@ class TurnRunner:
             err = ErrorEvent(code=getattr(exc, "code", "stream_protocol"), message=str(exc),
                              retryable=bool(getattr(exc, "retryable", False)))
             return await self._close_out(STREAM_FAILED.format(reason=reason), "failed", err)
+        except StoreWriteError as exc:
+            log.warning("turn %s: %s", self.turn_id, exc)
+            return await self._store_failed(exc)
         except Exception as exc:
             # A bug or a failing dependency (an approver, the store): the turn still ends
             # `failed` with its blocks and a valid transcript, if the store lets us write.
@@ -352,6 +368,38 @@ class TurnRunner:
         await executor.run(to_run, session_id=self.session_id, turn_id=self.turn_id)
         for o in to_run:
             await self._add_result(o.call, o.content, o.is_error)
+
+    async def _store_failed(self, exc: StoreWriteError) -> Turn:
+        """A write failed (the database went away: a restart, a lost connection). End the turn
+        ``failed`` from what the store holds, once it answers again; what was streaming and
+        not stored is dropped, calls without a stored result get an error result. Bounded:
+        if the store keeps failing the error is raised, and the turn, still ``running`` in
+        the store, is interrupted by the next start's ``recover()``."""
+        cause = exc.__cause__ or exc
+        reason = f"{type(cause).__name__}: {cause}".strip()
+        err = ErrorEvent(code="store_error", message=f"the turn could not be stored: {reason}", retryable=True)
+        self._current = None
+        delay = 0.05
+        for attempt in range(STORE_RETRIES):
+            try:
+                turn = await self.store.get_turn(self.turn_id)
+                if turn is not None and turn.status != "running":  # its end was stored after all
+                    self.turn = turn
+                    return turn
+                if turn is not None:
+                    self._blocks = list(turn.blocks)  # a block whose write failed may be missing
+                    self._n = max(self._n, await self.store.last_event_n(self.turn_id))
+                    return await self._close_out(STORE_FAILED.format(reason=reason), "failed", err)
+            except Exception as again:
+                if attempt == STORE_RETRIES - 1:
+                    raise exc  # noqa: B904 - the first failure is the one to report; this one is its context
+                log.info("turn %s: the store still fails (%s: %s); retrying", self.turn_id,
+                         type(again).__name__, again)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            raise exc  # the turn is gone (its session was deleted meanwhile)
+        raise AssertionError("unreachable")
 
     async def _close_out(self, reason: str, status: TurnStatus, err: ErrorEvent | None) -> Turn:
         """End a turn that did not finish normally, keeping a valid transcript."""

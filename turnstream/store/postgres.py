@@ -25,6 +25,7 @@ Concurrency rules, all enforced by the database rather than by this process:
 from __future__ import annotations
 
 import asyncio
+import select
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -74,26 +75,56 @@ class _JsonText(Loader):
         return bytes(data)
 
 
+def _alive(conn: Conn) -> bool:
+    """False for an idle connection the server has dropped, without a round trip: a healthy
+    idle connection has nothing to read (we LISTEN to nothing), while one the server closed
+    (a restart, an admin's ``pg_terminate_backend``) has its FATAL message and EOF waiting."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN | select.POLLPRI)
+        return not poller.poll(0)
+    except (OSError, ValueError):
+        return False
+
+
 class _Pool:
-    """At most ``size`` connections, each lent to one task at a time."""
+    """At most ``size`` connections, each lent to one task at a time.
+
+    After the server restarts, every idle connection is dead: each is found so before it is
+    lent (``_alive``) and replaced by a new one, so the first operation after a restart works
+    instead of failing on a stale socket. An operation that fails (the server went away
+    mid-statement or mid-transaction) raises psycopg's ``OperationalError`` at once, and its
+    connection is not reused. While the server is down, connecting fails at once (refused)
+    or after ``connect_timeout`` (default 10 s), never hangs."""
 
     def __init__(self, url: str, size: int) -> None:
         self._url = url
         self._idle: list[Conn] = []
         self._slots = asyncio.Semaphore(size)
         self._closed = False
+        self._connect_kw: dict[str, Any] = {} if "connect_timeout" in url else {"connect_timeout": 10}
 
     async def _connect(self) -> Conn:
-        conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+        conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True, **self._connect_kw)
         conn.adapters.register_loader("json", _JsonText)
         return conn
+
+    async def _take(self) -> Conn:
+        while self._idle:
+            conn = self._idle.pop()
+            if _alive(conn):
+                return conn
+            await conn.close()
+        return await self._connect()
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Conn]:
         if self._closed:
             raise RuntimeError("the store is closed")
         async with self._slots:
-            conn = self._idle.pop() if self._idle else await self._connect()
+            conn = await self._take()
             try:
                 yield conn
             finally:

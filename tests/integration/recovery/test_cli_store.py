@@ -1,0 +1,98 @@
+"""``turnstream replay SESSION_ID`` and ``turnstream users add NAME`` as a user runs them: a
+subprocess on a SQLite file (SPEC §6, §9)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.mock_server import MockHandle
+from turnstream import Agent, tool
+from turnstream.providers.anthropic import AnthropicProvider
+from turnstream.store import open_store
+
+
+def turnstream(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}  # Rich wraps at 80 columns when not on a terminal
+    env.pop("TURNSTREAM_DB", None)
+    return subprocess.run([sys.executable, "-m", "turnstream.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look up a city."""
+    return f"{city}: 21 degrees"
+
+
+async def test_replay_prints_every_block_in_order(tmp_path: Path, mock_server: MockHandle,
+                                                  scenario_name: str) -> None:
+    model = mock_server.scenario(scenario_name, {"turns": [
+        [{"blocks": [{"type": "thinking", "thinking": "The user wants Paris.", "signature": "sig-1"},
+                     {"type": "text", "text": "Checking Paris."},
+                     {"type": "tool_use", "name": "lookup", "input": {"city": "Paris"}}]},
+         {"blocks": [{"type": "text", "text": "It is {{last}} in Paris."}]}],
+        [{"blocks": [{"type": "text", "text": "Second answer."}]}]]})
+    db = f"sqlite:///{tmp_path / 'replay.db'}"
+    store = open_store(db)
+    provider = AnthropicProvider(model, api_key="test-key", base_url=mock_server.base_url)
+    agent = Agent(provider, tools=[lookup], store=store, session_id="ses-replay")
+    try:
+        first = await agent.run("Weather in Paris?")
+        second = await agent.run("And tomorrow?")
+    finally:
+        await agent.aclose()
+    assert first.status == second.status == "complete"
+
+    out = turnstream("replay", "ses-replay", "--db", db)
+    assert out.returncode == 0, out.stderr
+    expected = [
+        "user: Weather in Paris?",
+        "#0 step 1 thinking: The user wants Paris.",
+        "#1 step 1 Checking Paris.",
+        '#2 step 1 → lookup {"city": "Paris"}',
+        "#3 step 1 ← Paris: 21 degrees",
+        "#4 step 2 It is Paris: 21 degrees in Paris.",
+        "complete · end_turn · 2 step(s)",
+        "user: And tomorrow?",
+        "#0 step 1 Second answer.",
+        "complete · end_turn · 1 step(s)",
+    ]
+    lines = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    at = 0
+    for want in expected:  # each in order, after the one before
+        found = next((i for i in range(at, len(lines)) if lines[i].startswith(want)), None)
+        assert found is not None, f"{want!r} not found after line {at} in:\n{out.stdout}"
+        at = found + 1
+    # Nothing but the header, the two users' lines, the blocks and the two summaries.
+    assert len(lines) == 1 + len(expected)
+
+    missing = turnstream("replay", "ses-nope", "--db", db)
+    assert missing.returncode == 1 and "no session ses-nope" in missing.stdout
+
+
+async def test_users_add_prints_a_key_that_works_and_is_not_stored(tmp_path: Path) -> None:
+    db_file = tmp_path / "users.db"
+    db = f"sqlite:///{db_file}"
+    out = turnstream("users", "add", "alice", "--db", db)
+    assert out.returncode == 0, out.stderr
+    [key] = [line.split(": ", 1)[1] for line in out.stdout.splitlines() if line.startswith("API key")]
+    assert len(key) >= 20
+
+    store = open_store(db)
+    await store.open()
+    try:
+        user = await store.user_by_key(key)
+        assert user is not None and user.name == "alice"
+        assert await store.user_by_key(key + "x") is None
+    finally:
+        await store.aclose()
+
+    files = sorted(tmp_path.glob("users.db*"))  # the database, and its WAL and shared memory if left
+    assert db_file in files
+    contents = {f.name: f.read_bytes() for f in files}
+    assert any(b"alice" in data for data in contents.values())  # the user itself is stored
+    for name, data in contents.items():
+        assert key.encode() not in data, f"the API key is stored in clear in {name}"
