@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,39 +93,74 @@ ControlHandler = Callable[[str, str], Awaitable[None]]
 
 
 class Subscription:
-    """A listener's queue. Unbounded: a slow reader costs memory, never a lost event."""
+    """A listener's queue. Unbounded: a slow reader costs memory, never a lost event.
 
-    __slots__ = ("_bus", "_closed", "_key", "_queue")
+    Cheap per item, because every streamed delta passes here: a deque and one waiter
+    future, and the ``get`` timeout (the SSE ping interval) is one timer per subscription
+    that is re-armed lazily when it fires, not a timer made and cancelled per item."""
+
+    __slots__ = ("_bus", "_closed", "_deadline", "_items", "_key", "_timer", "_waiter")
 
     def __init__(self, bus: Bus) -> None:
         self._bus = bus
         self._key: tuple[str, str] | None = None
         self._closed = False
-        self._queue: asyncio.Queue[Item] = asyncio.Queue()
+        self._items: deque[Item] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._deadline = 0.0
+        """When the ``get`` now waiting gives up (loop time)."""
+        self._timer: asyncio.TimerHandle | None = None
 
     def put(self, item: Item) -> None:
-        self._queue.put_nowait(item)
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def pending(self) -> int:
+        """Items queued now (``get_nowait`` returns them without waiting)."""
+        return len(self._items)
 
     async def get(self, timeout: float | None = None) -> Item | None:
         """The next item, or None when ``timeout`` seconds pass without one."""
-        if not self._queue.empty():
-            return self._queue.get_nowait()
-        if timeout is None:
-            return await self._queue.get()
+        if self._items:
+            return self._items.popleft()
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        if timeout is not None:
+            self._deadline = loop.time() + timeout
+            if self._timer is None or self._timer.when() > self._deadline:
+                if self._timer is not None:
+                    self._timer.cancel()
+                self._timer = loop.call_at(self._deadline, self._expire)
+        else:
+            self._deadline = float("inf")
         try:
-            async with asyncio.timeout(timeout):  # no task per call, unlike wait_for
-                return await self._queue.get()
-        except TimeoutError:
-            return None
+            await waiter
+        finally:
+            self._waiter = None
+        return self._items.popleft() if self._items else None
+
+    def _expire(self) -> None:
+        """The timer: wake a ``get`` whose deadline passed, or re-arm for the one waiting now."""
+        self._timer = None
+        waiter = self._waiter
+        if waiter is None or waiter.done() or self._deadline == float("inf"):
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self._deadline:
+            waiter.set_result(None)
+        else:
+            self._timer = loop.call_at(self._deadline, self._expire)
 
     def get_nowait(self) -> Item | None:
-        try:
-            return self._queue.get_nowait()
-        except asyncio.QueueEmpty:
-            return None
+        return self._items.popleft() if self._items else None
 
     def close(self) -> None:
         self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._bus._remove(self)
 
     def __enter__(self) -> Subscription:

@@ -183,22 +183,25 @@ def frame(chunk: Chunk) -> bytes:
     return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
 
-async def encode_stream(events: AsyncIterator[Envelope | None],
+async def encode_stream(batches: AsyncIterator[list[Envelope] | None],
                         encoder: UIMessageStreamEncoder) -> AsyncIterator[bytes]:
-    for c in encoder.start():
-        yield frame(c)
-    async for env in events:
-        if env is None:
+    """One write per batch of events ready together (``Follower.batches``)."""
+    start = b"".join([frame(c) for c in encoder.start()])
+    if start:
+        yield start
+    async for batch in batches:
+        if batch is None:
             yield b": ping\n\n"
             continue
-        for c in encoder.feed(env):
-            yield frame(c)
+        out = b"".join([frame(c) for env in batch for c in encoder.feed(env)])
+        if out:
+            yield out
     yield DONE
 
 
-def ui_stream_response(events: AsyncIterator[Envelope | None], encoder: UIMessageStreamEncoder,
+def ui_stream_response(batches: AsyncIterator[list[Envelope] | None], encoder: UIMessageStreamEncoder,
                        headers: dict[str, str] | None = None) -> StreamingResponse:
-    return StreamingResponse(encode_stream(events, encoder), media_type="text/event-stream",
+    return StreamingResponse(encode_stream(batches, encoder), media_type="text/event-stream",
                              headers={**HEADERS, **(headers or {})})
 
 

@@ -21,9 +21,10 @@ from its stored state, numbered after its last event and not stored.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 
-from ..bus import Bus, Envelope, Message, Subscription
+from ..bus import Bus, Envelope, Item, Message, Subscription
 from ..store import Store
 
 ENDED = ("complete", "failed", "cancelled", "interrupted")
@@ -76,42 +77,70 @@ class Follower:
     async def events(self) -> AsyncIterator[Envelope | None]:
         """Every event after ``after`` in order; None when a ping is due. Ends after
         ``turn_complete``."""
+        async with aclosing(self.batches()) as batches:
+            async for batch in batches:
+                if batch is None:
+                    yield None
+                else:
+                    for env in batch:
+                        yield env
+
+    async def batches(self) -> AsyncGenerator[list[Envelope] | None, None]:
+        """The same events in batches: each holds what was ready at once (the events
+        queued while the listener was busy, or a page read from the store), so that a
+        listener sends them in one write. None when a ping is due."""
         try:
             if not self._from_first:
-                for env in await self._from_store():
-                    if self._take(env):
-                        yield env
-                if self.finished:
-                    return
-                made_up = await self._ended_without_event()
-                if made_up is not None:
-                    self._take(made_up)
-                    yield made_up
-                    return
-            while not self.finished:
-                item = await self._sub.get(self.ping_interval)
-                if isinstance(item, Envelope):
-                    if item.n > self.last + 1 and item.name != "block_delta":
-                        # Something may lie between (e.g. lost while the listener reconnected).
-                        for env in await self._from_store():
-                            if env.n < item.n and self._take(env):
-                                yield env
-                    if self._take(item):
-                        yield item
-                    continue
-                if isinstance(item, Message):
-                    continue
-                if item is None:
-                    yield None
-                for env in await self._from_store():
-                    if self._take(env):
-                        yield env
+                out = [env for env in await self._from_store() if self._take(env)]
                 if not self.finished:
                     made_up = await self._ended_without_event()
-                    if made_up is not None and self._take(made_up):
-                        yield made_up
+                    if made_up is not None:
+                        self._take(made_up)
+                        out.append(made_up)
+                        self.finished = True
+                if out:
+                    yield out
+            while not self.finished:
+                item = await self._sub.get(self.ping_interval)
+                out = []
+                while True:
+                    if item is None:
+                        if out:
+                            yield out
+                            out = []
+                        yield None
+                    await self._handle(item, out)
+                    if self.finished:
+                        break
+                    item = self._sub.get_nowait()
+                    if item is None:
+                        break
+                if out:
+                    yield out
         finally:
             self.close()
+
+    async def _handle(self, item: Item | None, out: list[Envelope]) -> None:
+        """Add what ``item`` brings to ``out``: the event itself, or what the store has."""
+        if isinstance(item, Envelope):
+            if item.n > self.last + 1 and item.name != "block_delta":
+                # Something may lie between (e.g. lost while the listener reconnected).
+                for env in await self._from_store():
+                    if env.n < item.n and self._take(env):
+                        out.append(env)
+            if self._take(item):
+                out.append(item)
+            return
+        if isinstance(item, Message):
+            return
+        # A ping tick, a Wake, the end of a pause: back to the store for what is missing.
+        for env in await self._from_store():
+            if self._take(env):
+                out.append(env)
+        if not self.finished:
+            made_up = await self._ended_without_event()
+            if made_up is not None and self._take(made_up):
+                out.append(made_up)
 
 
 __all__ = ["ENDED", "Follower"]

@@ -95,4 +95,4 @@ async def chat(call: Call) -> Response:
     else:
         raise invalid_field(["body", "messages", len(body.messages) - 1, "role"],
                             "the last message must be the user's (or the assistant's, carrying tool results)")
-    return ui_stream_response(follower.events(), encoder, headers={"X-Turn-Id": follower.turn_id})
+    return ui_stream_response(follower.batches(), encoder, headers={"X-Turn-Id": follower.turn_id})

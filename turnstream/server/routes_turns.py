@@ -51,7 +51,7 @@ async def create_turn(call: Call) -> Response:
     body = call.parsed(TurnCreate)
     session = await owned_session(state.store, call.user, call.param("session_id"))
     follower = await start_turn(state, session, body.message, client_tool_specs(state, session, body.client_tools))
-    return sse_response(follower.events(), headers={
+    return sse_response(follower.batches(), headers={
         "X-Turn-Id": follower.turn_id,
         "Location": f"/api/sessions/{session.id}/turns/{follower.turn_id}/events"})
 
@@ -77,7 +77,7 @@ async def turn_events(call: Call) -> Response:
             raise invalid_field([where, name], f"must be '{turn.id}:<n>' (the id of an event of this turn)")
         after = parsed
     follower = Follower(state.store, state.bus, session.id, turn.id, after, ping_interval=state.settings.ping_interval)
-    return sse_response(follower.events(), headers={"X-Turn-Id": turn.id})
+    return sse_response(follower.batches(), headers={"X-Turn-Id": turn.id})
 
 
 async def _waiting_turn(state: AppState, session: Session, turn_id: str | None) -> Turn:

@@ -1,6 +1,7 @@
 """The SSE encoding of turn events (SPEC §8) and the streaming response around it.
 
-Each event is three lines and a blank one::
+Each event is three lines and a blank one (the events ready at the same moment go out in
+one write)::
 
     id: <turn_id>:<n>
     event: <name>
@@ -30,14 +31,22 @@ def encode(env: Envelope) -> bytes:
                      b"\n\n"))
 
 
-async def encode_stream(events: AsyncIterator[Envelope | None]) -> AsyncIterator[bytes]:
+async def encode_stream(batches: AsyncIterator[list[Envelope] | None]) -> AsyncIterator[bytes]:
+    """One write per batch (``Follower.batches``): the events that were ready together go
+    out together, so a listener that fell behind catches up in one write, not one per event."""
     yield RETRY
-    async for env in events:
-        yield PING if env is None else encode(env)
+    async for batch in batches:
+        if batch is None:
+            yield PING
+        elif len(batch) == 1:
+            yield encode(batch[0])
+        else:
+            yield b"".join([encode(env) for env in batch])
 
 
-def sse_response(events: AsyncIterator[Envelope | None], *, headers: dict[str, str] | None = None) -> StreamingResponse:
-    return StreamingResponse(encode_stream(events), media_type="text/event-stream",
+def sse_response(batches: AsyncIterator[list[Envelope] | None], *,
+                 headers: dict[str, str] | None = None) -> StreamingResponse:
+    return StreamingResponse(encode_stream(batches), media_type="text/event-stream",
                              headers={**HEADERS, **(headers or {})})
 
 
