@@ -1,26 +1,33 @@
 """The server under N concurrent turns: throughput, time to first event, added latency per
-event, memory.
+event, CPU, memory.
 
 One ``turnstream serve`` process (SQLite in a temporary directory) runs N turns at once,
 each a three-step chain (text + calculator call, calculator call, answer) from its own
-session, streamed over SSE to client worker processes. The model is the mock provider
+session, streamed over SSE to client processes. The model is the mock provider
 (``turnstream mock-provider``, a separate process, reached by the Anthropic adapter through
-``ANTHROPIC_BASE_URL``) or, with ``--provider scripted``, the same scenario in-process.
+``ANTHROPIC_BASE_URL``), paced like a real model: one frame every ``--delay-ms`` (25 ms:
+40 events/s per turn).
 
-Measured:
+Added latency per event is measured, not inferred: every text fragment of the scenario is
+the template ``{{sent_at}}``, which the mock provider replaces with the wall-clock time at
+which it hands the frame over (``turnstream/mock/server.py``). The client subtracts that
+stamp from the time the ``block_delta`` carrying it arrives. Both processes read the same
+clock, so the difference is exactly what turnstream adds for that event: reading the
+provider's stream, assembling, the bus, SSE encoding, HTTP, and waiting for the CPU behind
+the other turns' work (the model's own time is not in it). Events that carry no stamp
+(block starts and stops, tool calls, results) travel the same path.
 
-* throughput: turns (and events) completed per second of wall time;
-* time to first event: from sending the POST to receiving ``turn_start``;
-* added latency per event: how much later each event reaches the client than the same
-  event of the same turn is produced by the library alone (``TurnRunner`` with the same
-  provider and a SQLite store, no HTTP, one turn at a time); p50 and p99 over every event of
-  every turn. It includes everything the server adds: HTTP, SSE, the bus, and queueing
-  behind the N-1 other turns (and the client's own reading);
-* RSS of the server process: peak (``VmHWM``) and after the run.
+Also measured: time to first event (POST sent -> ``turn_start`` received); turn duration
+against the same turn alone (N = 1); throughput; the CPU every process used (server, mock,
+clients) and the machine's load; server RSS (peak and after the run).
 
 Targets (issue 5): no errors, p99 added latency per event < 50 ms, RSS < 1 GiB at N = 1,000.
 
-    python bench/server_bench.py [--n 100 1000] [--provider mock|scripted] [--quick]
+    python bench/server_bench.py [--n 100 1000] [--delay-ms 25] [--ramp-s 1] [--quick]
+
+The turns start spread evenly over ``--ramp-s`` seconds (users do not all press enter in
+the same millisecond); every turn lasts longer than the ramp, so all N run at once.
+Progress goes to stderr, the table to stdout.
 """
 
 from __future__ import annotations
@@ -33,7 +40,6 @@ import os
 import re
 import selectors
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,21 +52,27 @@ sys.path.insert(0, str(REPO))
 
 import httpx2 as httpx  # noqa: E402
 
-from turnstream.sse import SSEDecoder  # noqa: E402
+STAMP = "{{sent_at}}"
 
-SCENARIO: dict[str, Any] = {
-    "name": "bench-chain", "fragment_size": 8, "delay_ms": 2,
-    "steps": [
-        {"blocks": [{"type": "text", "text": "Let me add the numbers first."},
-                    {"type": "tool_use", "name": "calculator", "input": {"expression": "17 + 25"}}],
-         "usage": {"input_tokens": 40, "output_tokens": 12}},
-        {"blocks": [{"type": "tool_use", "name": "calculator", "input": {"expression": "{{last}} * 3"}}],
-         "usage": {"input_tokens": 60, "output_tokens": 9}},
-        {"blocks": [{"type": "text", "text": "The answer is {{last}}; that is the sum times three."}],
-         "usage": {"input_tokens": 80, "output_tokens": 14}},
-    ],
-}
+
+def scenario(first_text: int, answer_text: int, delay_ms: float) -> dict[str, Any]:
+    """The chain, its text made of send-time stamps (one per fragment)."""
+    return {
+        "name": "bench-chain", "fragment_size": len(STAMP), "delay_ms": delay_ms,
+        "steps": [
+            {"blocks": [{"type": "text", "text": STAMP * first_text},
+                        {"type": "tool_use", "name": "calculator", "input": {"expression": "17 + 25"}}],
+             "usage": {"input_tokens": 40, "output_tokens": 12}},
+            {"blocks": [{"type": "tool_use", "name": "calculator", "input": {"expression": "{{last}} * 3"}}],
+             "usage": {"input_tokens": 60, "output_tokens": 9}},
+            {"blocks": [{"type": "text", "text": STAMP * answer_text}],
+             "usage": {"input_tokens": 80, "output_tokens": 14}},
+        ],
+    }
+
+
 READY = re.compile(rb"on (http://[^/#\s]+)/#key=(\S+)")
+STAMPS = re.compile(rb"\d{10}\.\d{6}")
 
 
 def progress(msg: str) -> None:
@@ -111,6 +123,13 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) jiffies of all CPUs since boot."""
+    parts = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = parts[3] + (parts[4] if len(parts) > 4 else 0)
+    return float(sum(parts) - idle), float(sum(parts))
+
+
 def pct(values: list[float], p: float) -> float:
     if not values:
         return float("nan")
@@ -118,188 +137,302 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
-# the library alone: the reference timeline of one turn ---------------------------------------
+# the client: a lean HTTP/1.1 + SSE reader, so that the clients' CPU stays small -----------------
 
-async def reference_offsets(model: str, runs: int) -> list[float]:
-    """Offset (s) of each event from the start of the turn, median over ``runs`` turns."""
-    from turnstream.loop import RunConfig, TurnRunner
-    from turnstream.providers import resolve_model
-    from turnstream.store.sqlite import SQLiteStore
-    from turnstream.toolsets import calculator_tool
+class TurnStream(asyncio.Protocol):
+    """One ``POST …/turns`` read to its ``turn_complete``: per event, the receive time; per
+    stamped delta, receive time minus send stamp."""
 
-    with tempfile.TemporaryDirectory() as d:
-        store = SQLiteStore(Path(d) / "ref.db")
-        await store.open()
-        provider = resolve_model(model)
-        timelines: list[list[float]] = []
-        try:
-            for _ in range(runs):
-                session = await store.create_session("bench")
-                marks: list[float] = []
-                runner = TurnRunner(RunConfig(provider=provider, tools=[calculator_tool]), store,
-                                    on_event=lambda _ev, m=marks: m.append(time.perf_counter()))
-                t0 = time.perf_counter()
-                turn = await runner.run(session.id, "compute")
-                assert turn.status == "complete", turn
-                timelines.append([t - t0 for t in marks])
-        finally:
-            await provider.aclose()
-            await store.aclose()
-    lengths = {len(t) for t in timelines}
-    assert len(lengths) == 1, f"the reference turns differ in length: {lengths}"
-    return [statistics.median(t[i] for t in timelines) for i in range(len(timelines[0]))]
+    def __init__(self, request: bytes) -> None:
+        self.request = request
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.buf = b""
+        self.head: bytes | None = None
+        self.chunk_left = 0
+        self.crlf_left = 0
+        self.body = b""
+        self.sent_at = 0.0
+        self.first: float | None = None
+        self.added: list[float] = []
+        self.events = 0
+        self.status: str | None = None
+        self.error: str | None = None
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.sent_at = time.time()
+        transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.time()
+        self.buf += data
+        if self.head is None:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            self.head, self.buf = self.buf[:end], self.buf[end + 4:]
+            status = self.head.split(b" ", 2)[1]
+            if status != b"200" or b"transfer-encoding: chunked" not in self.head.lower():
+                self._fail(f"HTTP {status.decode()}: {self.head[:200]!r}")
+                return
+        # de-chunk: size line, data, CRLF
+        while self.buf:
+            if self.crlf_left:
+                skip = min(self.crlf_left, len(self.buf))
+                self.buf, self.crlf_left = self.buf[skip:], self.crlf_left - skip
+                continue
+            if self.chunk_left == 0:
+                line_end = self.buf.find(b"\r\n")
+                if line_end < 0:
+                    break
+                size = int(self.buf[:line_end].split(b";")[0], 16)
+                self.buf = self.buf[line_end + 2:]
+                if size == 0:
+                    self.buf = b""
+                    break
+                self.chunk_left = size
+            take = self.buf[:self.chunk_left]
+            self.body += take
+            self.buf = self.buf[len(take):]
+            self.chunk_left -= len(take)
+            if self.chunk_left == 0:
+                self.crlf_left = 2
+        # SSE events
+        while True:
+            end = self.body.find(b"\n\n")
+            if end < 0:
+                break
+            ev, self.body = self.body[:end], self.body[end + 2:]
+            if ev.startswith((b":", b"retry:")):
+                continue
+            self.events += 1
+            if self.first is None:
+                self.first = now - self.sent_at
+            name_at = ev.find(b"\nevent: ") + 8
+            name = ev[name_at:ev.find(b"\n", name_at)]
+            if name == b"block_delta":
+                self.added.extend(now - float(s) for s in STAMPS.findall(ev))
+            elif name == b"turn_complete":
+                data = json.loads(ev[ev.find(b"\ndata: ") + 7:])
+                self.status = data["status"]
+                if self.transport is not None:
+                    self.transport.close()
+                if not self.done.done():
+                    self.done.set_result(None)
+
+    def _fail(self, why: str) -> None:
+        self.error = why
+        if self.transport is not None:
+            self.transport.close()
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.error = self.error or f"connection closed after {self.events} events ({exc})"
+            self.done.set_result(None)
 
 
-# client workers -----------------------------------------------------------------------------------
-
-async def _one_turn(client: httpx.AsyncClient, sid: str) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    offsets: list[float] = []
-    status = None
-    decoder = SSEDecoder()
+async def _one_turn(host: str, port: int, key: str, sid: str, start_at: float) -> dict[str, Any]:
+    body = json.dumps({"message": "compute"}).encode()
+    request = (f"POST /api/sessions/{sid}/turns HTTP/1.1\r\nHost: {host}:{port}\r\n"
+               f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n"
+               f"Accept: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    delay = start_at - time.time()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    loop = asyncio.get_running_loop()
+    t0 = time.time()
     try:
-        async with client.stream("POST", f"/api/sessions/{sid}/turns", json={"message": "compute"}) as r:
-            if r.status_code != 200:
-                await r.aread()
-                return {"error": f"HTTP {r.status_code}: {r.text[:200]}"}
-            async for chunk in r.aiter_raw():
-                now = time.perf_counter() - t0
-                for ev in decoder.feed(chunk):
-                    offsets.append(now)
-                    if ev.event == "turn_complete":
-                        status = json.loads(ev.data)["status"]
-    except httpx.HTTPError as exc:
+        _, proto = await loop.create_connection(lambda: TurnStream(request), host, port)
+        await asyncio.wait_for(proto.done, 300)
+    except (OSError, TimeoutError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
-    if status != "complete":
-        return {"error": f"turn ended {status!r} after {len(offsets)} events"}
-    return {"offsets": offsets}
+    if proto.error:
+        return {"error": proto.error}
+    if proto.status != "complete":
+        return {"error": f"turn ended {proto.status!r} after {proto.events} events"}
+    return {"first": proto.first, "added": proto.added, "events": proto.events, "duration": time.time() - t0,
+            "end": time.time()}
 
 
-async def _worker(url: str, key: str, n: int, model: str, start_at: float) -> list[dict[str, Any]]:
-    limits = httpx.Limits(max_connections=n + 8, max_keepalive_connections=n + 8)
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, limits=limits,
-                                 timeout=httpx.Timeout(300.0)) as client:
+async def _worker(url: str, key: str, n: int, model: str, starts: list[float]) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"},
+                                 timeout=httpx.Timeout(120.0)) as client:
         sids = []
         for _ in range(n):
             r = await client.post("/api/sessions", json={"model": model, "toolset": "calculator"})
             r.raise_for_status()
             sids.append(r.json()["id"])
-        delay = start_at - time.time()
-        if delay > 0:
-            await asyncio.sleep(delay)  # every worker starts its turns at the same moment
-        return list(await asyncio.gather(*(_one_turn(client, s) for s in sids)))
+    host, _, port = url.removeprefix("http://").rpartition(":")
+    cpu0 = time.process_time()
+    results = list(await asyncio.gather(*(_one_turn(host, int(port), key, s, t)
+                                          for s, t in zip(sids, starts, strict=True))))
+    return {"results": results, "cpu_s": time.process_time() - cpu0}
 
 
-def worker_main(args: tuple[str, str, int, str, float]) -> list[dict[str, Any]]:
+def worker_main(args: tuple[str, str, int, str, list[float]]) -> dict[str, Any]:
+    try:
+        import uvloop
+        uvloop.install()
+    except ImportError:
+        pass
     return asyncio.run(_worker(*args))
 
 
 # one run ------------------------------------------------------------------------------------------
 
-def run_once(n: int, url: str, key: str, model: str, server_pid: int, workers: int,
-             reference: list[float]) -> dict[str, Any]:
-    shares = [n // workers + (1 if i < n % workers else 0) for i in range(workers)]
-    shares = [s for s in shares if s]
-    start_at = time.time() + 1.0 + n / 500  # time for every worker to create its sessions
-    t_start = time.perf_counter()
-    cpu_before = cpu_s(server_pid)
+def run_once(n: int, url: str, key: str, model: str, pids: dict[str, int], workers: int,
+             ramp_s: float, profile: Path | None = None) -> dict[str, Any]:
+    workers = max(1, min(workers, n))
+    start_at = time.time() + 1.5 + n / 400  # time for every worker to create its sessions
+    starts = [start_at + ramp_s * i / n for i in range(n)]
+    parts = [starts[i::workers] for i in range(workers)]
+    server = pids["server"]
     peak_rss = 0
-    with mp.get_context("fork").Pool(len(shares)) as pool:
-        pending = pool.map_async(worker_main, [(url, key, s, model, start_at) for s in shares])
+    with mp.get_context("fork").Pool(workers) as pool:
+        pending = pool.map_async(worker_main, [(url, key, len(p), model, p) for p in parts])
+        while time.time() < start_at:
+            pending.wait(0.05)
+        spy = None
+        if profile is not None:  # py-spy (pip install py-spy; not a dependency) samples the server
+            spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(server),
+                                    "-r", "1000", "--nonblocking", "-f", "raw", "-o", str(profile / f"server-{n}.txt")],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cpu0 = {k: cpu_s(pid) for k, pid in pids.items()}
+        busy0 = machine_busy()
+        t0 = time.time()
         while not pending.ready():
-            pending.wait(0.5)
-            peak_rss = max(peak_rss, rss_kib(server_pid)[0])
-            elapsed = time.perf_counter() - t_start
-            if elapsed > 600:
+            pending.wait(0.2)
+            peak_rss = max(peak_rss, rss_kib(server)[0])
+            if time.time() - t0 > 600:
                 raise TimeoutError(f"N={n}: not done after 600 s")
-        results = [r for part in pending.get() for r in part]
-    wall = time.time() - start_at
-    server_cpu = cpu_s(server_pid) - cpu_before
+        wall = time.time() - t0
+        if spy is not None:
+            spy.send_signal(2)
+            spy.wait(30)
+        cpu = {k: cpu_s(pid) - cpu0[k] for k, pid in pids.items()}
+        busy1 = machine_busy()
+        parts_out = pending.get()
+    results = [r for part in parts_out for r in part["results"]]
+    client_cpu = sum(part["cpu_s"] for part in parts_out)
     errors = [r["error"] for r in results if "error" in r]
-    ok = [r["offsets"] for r in results if "offsets" in r]
-    first = [o[0] for o in ok if o]
-    added: list[float] = []
-    mismatched = 0
-    for offs in ok:
-        if len(offs) != len(reference):
-            mismatched += 1
-            continue
-        added.extend(o - ref for o, ref in zip(offs, reference, strict=True))
-    last = max((o[-1] for o in ok), default=0.0)
-    rss, hwm = rss_kib(server_pid)
-    events = sum(len(o) for o in ok)
+    ok = [r for r in results if "error" not in r]
+    first = [r["first"] for r in ok]
+    added = [a for r in ok for a in r["added"]]
+    durations = [r["duration"] for r in ok]
+    events = sum(r["events"] for r in ok)
+    last_end = max((r["end"] for r in ok), default=t0)
+    span = max(1e-9, last_end - start_at)
+    rss, hwm = rss_kib(server)
+    machine = 100 * (busy1[0] - busy0[0]) / max(1.0, busy1[1] - busy0[1])
     return {
-        "n": n, "ok": len(ok), "errors": len(errors), "error_samples": errors[:3], "length_mismatch": mismatched,
-        "turns_per_s": round(len(ok) / last, 1) if last else 0.0,
-        "events_per_s": round(events / last, 1) if last else 0.0,
-        "slowest_turn_s": round(last, 3),
+        "n": n, "ok": len(ok), "errors": len(errors), "error_samples": errors[:3],
+        "turns_per_s": round(len(ok) / span, 1), "events_per_s": round(events / span),
+        "events_per_turn": round(events / max(1, len(ok)), 1), "stamped_events": len(added),
         "first_event_ms_p50": round(pct(first, 50) * 1000, 1), "first_event_ms_p99": round(pct(first, 99) * 1000, 1),
         "added_ms_p50": round(pct(added, 50) * 1000, 2), "added_ms_p99": round(pct(added, 99) * 1000, 2),
-        "events_per_turn": len(reference),
+        "added_ms_max": round(max(added, default=float("nan")) * 1000, 1),
+        "turn_s_p50": round(pct(durations, 50), 3), "turn_s_p99": round(pct(durations, 99), 3),
+        "server_cpu_pct": round(100 * cpu["server"] / wall, 1), "mock_cpu_pct": round(100 * cpu["mock"] / wall, 1),
+        "client_cpu_pct": round(100 * client_cpu / wall, 1), "machine_busy_pct": round(machine, 1),
+        "server_cpu_ms_per_turn": round(cpu["server"] * 1000 / max(1, len(ok)), 2),
+        "server_cpu_us_per_event": round(cpu["server"] * 1e6 / max(1, events), 1),
         "rss_mib_peak_sampled": round(peak_rss / 1024, 1), "rss_mib_hwm": round(hwm / 1024, 1),
         "rss_mib_after": round(rss / 1024, 1), "wall_s": round(wall, 2),
-        "server_cpu_ms_per_turn": round(server_cpu * 1000 / max(1, len(ok)), 2),
     }
+
+
+COLUMNS = [
+    ("N", "n"), ("errors", "errors"), ("turns/s", "turns_per_s"), ("events/s", "events_per_s"),
+    ("first event p50 / p99 ms", ("first_event_ms_p50", "first_event_ms_p99")),
+    ("added per event p50 / p99 ms", ("added_ms_p50", "added_ms_p99")),
+    ("turn s p50 / p99", ("turn_s_p50", "turn_s_p99")),
+    ("server CPU ms/turn", "server_cpu_ms_per_turn"), ("server µs/event", "server_cpu_us_per_event"),
+    ("CPU % server / mock / clients / machine", ("server_cpu_pct", "mock_cpu_pct", "client_cpu_pct",
+                                                 "machine_busy_pct")),
+    ("RSS peak MiB", "rss_mib_hwm"),
+]
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    def cell(r: dict[str, Any], key: str | tuple[str, ...]) -> str:
+        return " / ".join(str(r[k]) for k in key) if isinstance(key, tuple) else str(r[key])
+
+    lines = ["| " + " | ".join(h for h, _ in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(cell(r, k) for _, k in COLUMNS) + " |" for r in rows]
+    return "\n".join(lines)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, nargs="+", default=[100, 1000])
-    ap.add_argument("--provider", choices=["mock", "scripted"], default="mock")
-    ap.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 2), help="client processes")
-    ap.add_argument("--quick", action="store_true", help="N = 20 and 100 (a smoke run)")
+    ap.add_argument("--delay-ms", type=float, default=25.0, help="between the mock's frames (default 25)")
+    ap.add_argument("--text", type=int, nargs=2, default=[20, 40], metavar=("FIRST", "ANSWER"),
+                    help="text fragments of the first and the last step (default 20 40)")
+    ap.add_argument("--ramp-s", type=float, default=1.0, help="the turns start spread over this many seconds")
+    ap.add_argument("--workers", type=int, default=2, help="client processes (default 2)")
+    ap.add_argument("--quick", action="store_true", help="N = 100 only, shorter texts (a smoke run)")
     ap.add_argument("--json-out", type=Path, default=None)
+    ap.add_argument("--cprofile", type=Path, default=None, metavar="FILE",
+                    help="run the server under cProfile (slower), stats written to FILE at the end")
+    ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                    help="record the server with py-spy into DIR/server-N.txt (collapsed stacks)")
     a = ap.parse_args()
-    ns = [20, 100] if a.quick else a.n
+    ns = [100] if a.quick else a.n
+    texts = [10, 20] if a.quick else a.text
 
     tmp = Path(tempfile.mkdtemp(prefix="ts-server-bench-"))
     scenario_file = tmp / "bench-chain.json"
-    scenario_file.write_text(json.dumps(SCENARIO))
+    scenario_file.write_text(json.dumps(scenario(texts[0], texts[1], a.delay_ms)))
     env = {**os.environ, "TURNSTREAM_KEY_FILE": str(tmp / "key"), "TURNSTREAM_LOG_LEVEL": "WARNING",
            "PYTHONUNBUFFERED": "1"}
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        if a.provider == "mock":
-            port = free_port()
-            mock = subprocess.Popen([sys.executable, "-m", "turnstream.cli", "mock-provider", "--port", str(port),
-                                     "--scenario", str(scenario_file)], stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, env=env)
-            procs.append(mock)
-            wait_line(mock, re.compile(rb"mock-provider on"), 30)
-            env.update({"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}", "ANTHROPIC_API_KEY": "bench-not-a-key"})
-            os.environ.update({"ANTHROPIC_BASE_URL": env["ANTHROPIC_BASE_URL"],
-                               "ANTHROPIC_API_KEY": env["ANTHROPIC_API_KEY"]})
-            model = "anthropic:bench-chain"
-        else:
-            model = f"scripted:{scenario_file}"
-        progress(f"reference timeline: the library alone, {model}")
-        reference = asyncio.run(reference_offsets(model, 5))
-        progress(f"  {len(reference)} events per turn, last at {reference[-1] * 1000:.0f} ms")
-
-        server = subprocess.Popen([sys.executable, "-m", "turnstream.cli", "serve", "--port", "0", "--db",
+        port = free_port()
+        mock = subprocess.Popen([sys.executable, "-m", "turnstream.cli", "mock-provider", "--port", str(port),
+                                 "--scenario", str(scenario_file)], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, env=env)
+        procs.append(mock)
+        wait_line(mock, re.compile(rb"mock-provider on"), 30)
+        env.update({"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}", "ANTHROPIC_API_KEY": "bench-not-a-key"})
+        model = "anthropic:bench-chain"
+        prefix = ["-m", "cProfile", "-o", str(a.cprofile.resolve())] if a.cprofile else []
+        server = subprocess.Popen([sys.executable, *prefix, "-m", "turnstream.cli", "serve", "--port", "0", "--db",
                                    f"sqlite:///{tmp / 'bench.db'}", "--model", model],
                                   stdout=subprocess.PIPE, stderr=(tmp / "server.log").open("w"), env=env, cwd=tmp)
         procs.append(server)
         m = wait_line(server, READY, 60)
         url, key = m.group(1).decode(), m.group(2).decode()
-        progress(f"server {url} (pid {server.pid}), RSS {rss_kib(server.pid)[0] / 1024:.0f} MiB at rest")
+        pids = {"server": server.pid, "mock": mock.pid}
+        progress(f"server {url} (pid {server.pid}), RSS {rss_kib(server.pid)[0] / 1024:.0f} MiB at rest; "
+                 f"mock provider pid {mock.pid}, one frame per {a.delay_ms:g} ms")
+        alone = run_once(1, url, key, model, pids, 1, 0.0)
+        if alone["errors"]:
+            progress(f"a single turn failed: {alone['error_samples']}")
+            return 1
+        progress(f"one turn alone: {alone['events_per_turn']:g} events, {alone['turn_s_p50']} s, "
+                 f"added p50 {alone['added_ms_p50']} ms")
         rows = []
         for n in ns:
-            progress(f"N = {n}: {n} concurrent three-step turns, {a.workers} client processes …")
-            row = run_once(n, url, key, model, server.pid, a.workers, reference)
+            progress(f"N = {n}: {n} concurrent three-step turns, started over {a.ramp_s:g} s, "
+                     f"{a.workers} client processes …")
+            if a.profile:
+                a.profile.mkdir(parents=True, exist_ok=True)
+            row = run_once(n, url, key, model, pids, a.workers, a.ramp_s, a.profile)
+            row["turn_slowdown_p50"] = round(row["turn_s_p50"] / alone["turn_s_p50"], 2)
             rows.append(row)
             progress("  " + json.dumps(row))
-        print(f"\nserver bench ({a.provider} provider, SQLite, {len(reference)} events per turn)")
-        head = ("N", "errors", "turns/s", "events/s", "first ev p50 ms", "first ev p99 ms", "added p50 ms",
-                "added p99 ms", "RSS peak MiB")
-        print(" | ".join(head))
-        for r in rows:
-            print(" | ".join(str(x) for x in (r["n"], r["errors"], r["turns_per_s"], r["events_per_s"],
-                                              r["first_event_ms_p50"], r["first_event_ms_p99"], r["added_ms_p50"],
-                                              r["added_ms_p99"], r["rss_mib_hwm"])))
+        print(f"\n### Server bench: N concurrent three-step turns (mock provider, one frame per {a.delay_ms:g} ms; "
+              f"{alone['events_per_turn']:g} events per turn, {alone['stamped_events']} stamped; "
+              f"one turn alone takes {alone['turn_s_p50']} s; SQLite; {os.cpu_count()} CPUs)\n")
+        print(table(rows))
+        print("\nadded per event: client receive time minus the mock provider's send stamp, over every stamped "
+              "block_delta; first event: POST sent -> turn_start received; CPU %: of one core, over the run")
         if a.json_out:
-            a.json_out.write_text(json.dumps({"provider": a.provider, "rows": rows}, indent=2))
-        failed = any(r["errors"] or r["length_mismatch"] for r in rows)
+            a.json_out.write_text(json.dumps({"delay_ms": a.delay_ms, "alone": alone, "rows": rows}, indent=2))
+        failed = any(r["errors"] for r in rows)
         return 1 if failed else 0
     finally:
         for p in reversed(procs):
