@@ -51,6 +51,7 @@ class Agent:
         limits: Limits | None = None,
         approve: Approver | None = None,
         deps: dict[str, Any] | None = None,
+        thinking_budget: int | None = None,
     ) -> None:
         self.provider = resolve_model(model) if isinstance(model, str) else model
         self.tools = [t if isinstance(t, Tool) else make_tool(t) for t in tools]
@@ -61,12 +62,14 @@ class Agent:
         self.session_id = session_id
         self.approve = approve
         self.deps = deps or {}
+        self.thinking_budget = thinking_budget
         self._opened = False
         self._live: set[TurnRunner] = set()
 
     def _config(self, live: bool) -> RunConfig:
         return RunConfig(provider=self.provider, tools=self.tools, system=self.system, limits=self.limits,
-                         approver=self.approve, deps=self.deps, live_deltas=live)
+                         approver=self.approve, deps=self.deps, live_deltas=live,
+                         thinking_budget=self.thinking_budget)
 
     async def _session(self, session_id: str | None) -> str:
         if not self._opened:

@@ -81,6 +81,8 @@ class RunConfig:
     deps: dict[str, Any] = field(default_factory=dict)
     live_deltas: bool = True
     """Emit ``block_delta`` events (with best-effort input parses). Off when nobody listens."""
+    thinking_budget: int | None = None
+    """Ask the model to think first, with this many tokens (Anthropic extended thinking)."""
 
 
 def _canonical(call: ToolUseBlock) -> str:
@@ -262,7 +264,7 @@ class TurnRunner:
             tools = [ToolSpec(t.name, t.description, t.input_schema) for t in self._tools.values()]
             request = ModelRequest(model=cfg.provider.model, messages=messages, system=cfg.system, tools=tools,
                                    tool_choice="none" if self._final_step else "auto",
-                                   max_tokens=self._max_tokens)
+                                   max_tokens=self._max_tokens, thinking_budget=cfg.thinking_budget)
             taken = {b.tool_use_id for _, blocks in [*self._history, (self._input, self._blocks)]
                      for b in blocks if isinstance(b, ToolUseBlock)}
             asm = Assembler(step=self._step, first_seq=len(self._blocks), origin=cfg.provider.origin,

@@ -444,3 +444,16 @@ async def test_debug_log_has_the_request_but_never_the_key(
     text = caplog.text
     assert "log me" in text and "x-api-key" in text
     assert "sk-secret-value" not in text
+
+
+async def test_thinking_budget_is_sent_and_thinking_leads_the_replayed_tool_call(
+        provider_for: Make, mock: MockHandle) -> None:
+    p = provider_for({"steps": [{"blocks": [{"type": "thinking", "thinking": "plan", "signature": "S"},
+                                            {"type": "tool_use", "name": "echo", "input": {"value": "a"}}]},
+                                answer("ok")]})
+    turn = await Agent(p, tools=[echo], thinking_budget=2048).run("go")
+    assert turn.status == "complete"
+    reqs = mock.requests(p.model)
+    assert all(r["thinking"] == {"type": "enabled", "budget_tokens": 2048} for r in reqs)
+    # the mock applies the API's rule: with thinking on, the pending call's message starts with thinking
+    assert reqs[-1]["messages"][1]["content"][0]["type"] == "thinking"
