@@ -10,15 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .scenario import RequestView, StepScript, fragments
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
-    return ""
+from .scenario import RequestView, StepScript, fragments, text_of
 
 
 def request_view(body: dict[str, Any]) -> RequestView:
@@ -31,7 +23,7 @@ def request_view(body: dict[str, Any]) -> RequestView:
             texts = [b.get("text", "") for b in blocks if b.get("type") == "text"]
             for b in blocks:
                 if b.get("type") == "tool_result":
-                    results.append(_text_of(b.get("content")))
+                    results.append(text_of(b.get("content")))
             if texts:
                 user_texts += 1
                 rounds, results = 0, []

@@ -17,18 +17,10 @@ import json
 import time
 from typing import Any
 
-from .scenario import RequestView, StepScript, fragments
+from .scenario import RequestView, StepScript, fragments, text_of
 
 FINISH_REASONS = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length",
                   "stop_sequence": "stop", "refusal": "content_filter", "pause_turn": "stop"}
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
-    return ""
 
 
 def request_view(body: dict[str, Any]) -> RequestView:
@@ -37,13 +29,13 @@ def request_view(body: dict[str, Any]) -> RequestView:
     for m in body.get("messages") or []:
         role = m.get("role")
         if role == "user":
-            text = _text_of(m.get("content"))
+            text = text_of(m.get("content"))
             user_texts += 1
             rounds, results, last_input = 0, [], text
         elif role == "assistant":
             rounds += 1
         elif role == "tool":
-            results.append(_text_of(m.get("content")))
+            results.append(text_of(m.get("content")))
     max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 8192
     return RequestView(user_texts=user_texts, rounds=rounds, results=results, last_input=last_input,
                        max_tokens=int(max_tokens),

@@ -17,20 +17,12 @@ import json
 import time
 from typing import Any
 
-from .scenario import RequestView, StepScript, fragments
+from .scenario import RequestView, StepScript, fragments, text_of
 
 _ASSISTANT_ITEMS = {"function_call", "reasoning", "web_search_call", "file_search_call", "computer_call",
                     "custom_tool_call", "local_shell_call", "mcp_call", "mcp_list_tools",
                     "image_generation_call", "code_interpreter_call", "mcp_approval_request",
                     "tool_search_call", "tool_search_output"}
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
-    return ""
 
 
 def request_view(body: dict[str, Any]) -> RequestView:
@@ -48,10 +40,10 @@ def request_view(body: dict[str, Any]) -> RequestView:
             in_round = False
             if item.get("role") == "user":
                 user_texts += 1
-                rounds, results, last_input = 0, [], _text_of(item.get("content"))
+                rounds, results, last_input = 0, [], text_of(item.get("content"))
         elif itype == "function_call_output":
             in_round = False
-            results.append(_text_of(item.get("output")))
+            results.append(text_of(item.get("output")))
         elif (itype == "message" and item.get("role") == "assistant") or itype in _ASSISTANT_ITEMS:
             if not in_round:
                 rounds += 1

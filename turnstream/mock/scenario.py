@@ -206,6 +206,15 @@ class Scenario:
         return StepScript(blocks, stop, usage, int(step.get("fragment_size", self.fragment_size)), delay, fault)
 
 
+def text_of(content: Any) -> str:
+    """The text of a message or tool-result ``content``: a string, or a list of text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+    return ""
+
+
 def builtin_names() -> list[str]:
     return sorted(p.name[:-5] for p in resources.files("turnstream.scenarios").iterdir()
                   if p.name.endswith(".json"))
