@@ -275,6 +275,107 @@ async def test_finish_turn_with_a_stale_event_changes_nothing(store: Store) -> N
     assert (got.status, got.stop_reason, got.usage, got.steps) == ("running", None, Usage(), 0)
 
 
+async def test_a_turn_can_be_created_with_its_first_event(store: Store) -> None:
+    session = await store.create_session("usr_1")
+    called: list[str] = []
+
+    def turn_start(turn_id: str) -> StoredEvent:
+        called.append(turn_id)
+        return ev(turn_id, 1, "turn_start", turn_id=turn_id, session_id=session.id)
+
+    t = await store.create_turn(session.id, "hello", model="m", first_event=turn_start)
+    assert called == [t.id]
+    assert await store.events_after(t.id, 0) == [turn_start(t.id)]
+    assert await store.last_event_n(t.id) == 1
+    with pytest.raises(SeqConflictError):
+        await store.append_event(ev(t.id, 1))
+    await store.append_block(t.id, text(0), stop(t.id, 2, text(0)))
+    assert [e.n for e in await store.events_after(t.id, 0)] == [1, 2]
+    # Refused with the turn: an open turn in the session, an unknown session, a bad event.
+    with pytest.raises(TurnConflictError):
+        await store.create_turn(session.id, "again", model="m", first_event=turn_start)
+    with pytest.raises(KeyError):
+        await store.create_turn("ses_missing", "hi", model="m", first_event=turn_start)
+    await store.finish_turn(t.id, status="complete", stop_reason="end_turn", usage=Usage(), steps=1)
+    with pytest.raises(ValueError):
+        await store.create_turn(session.id, "again", model="m", first_event=lambda _: ev("turn_other", 1))
+    with pytest.raises(SeqConflictError):
+        await store.create_turn(session.id, "again", model="m", first_event=lambda tid: ev(tid, 0))
+    assert [x.id for x in await store.list_turns(session.id)] == [t.id]
+    # A first event need not be numbered 1: the turn's numbers continue above it.
+    t2 = await store.create_turn(session.id, "again", model="m", first_event=lambda tid: ev(tid, 3, "turn_start"))
+    assert await store.last_event_n(t2.id) == 3
+    with pytest.raises(SeqConflictError):
+        await store.append_event(ev(t2.id, 2))
+
+
+async def test_pending_events_are_stored_with_the_next_write_in_order(store: Store) -> None:
+    t = await new_turn(store, first_event=lambda tid: ev(tid, 1, "turn_start"))
+    step1 = ev(t.id, 2, step=1, max_steps=10)
+    await store.append_block(t.id, text(0), stop(t.id, 4, text(0)), pending=[step1])
+    step2, restart = ev(t.id, 5, step=2, max_steps=10), ev(t.id, 7, "step_restart", step=2, reason="x")
+    await store.append_event(restart, pending=[step2])
+    step3 = ev(t.id, 8, step=3, max_steps=10)
+    await store.append_event(ev(t.id, 9, "tool_request", tool_use_id="tu_1"), status="awaiting_client",
+                             pending=[step3])
+    assert (await store.get_turn(t.id) or t).status == "awaiting_client"
+    assert await store.claim_turn(t.id, "awaiting_client", "running")
+    step4 = ev(t.id, 10, step=4, max_steps=10)
+    await store.finish_turn(t.id, status="complete", stop_reason="end_turn", usage=Usage(output_tokens=3),
+                            steps=4, event=ev(t.id, 11, "turn_complete", status="complete"), pending=[step4])
+    events = await store.events_after(t.id, 0)
+    assert [(e.n, e.name) for e in events] == [
+        (1, "turn_start"), (2, "step_start"), (4, "block_stop"), (5, "step_start"), (7, "step_restart"),
+        (8, "step_start"), (9, "tool_request"), (10, "step_start"), (11, "turn_complete")]
+    assert events[1] == step1 and events[3] == step2 and events[5] == step3 and events[7] == step4
+    assert await store.events_after(t.id, 4) == events[3:]
+    assert await store.last_event_n(t.id) == 11
+    got = await store.get_turn(t.id)
+    assert got is not None and got.blocks == [text(0)] and (got.status, got.steps) == ("complete", 4)
+
+
+async def test_a_write_whose_pending_events_are_stale_stores_nothing(store: Store) -> None:
+    t = await new_turn(store)
+    await store.append_event(ev(t.id, 3))
+    for stale in (3, 2):
+        with pytest.raises(SeqConflictError):
+            await store.append_block(t.id, text(0), stop(t.id, 5, text(0)), status="awaiting_client",
+                                     pending=[ev(t.id, stale), ev(t.id, 4)])
+        with pytest.raises(SeqConflictError):
+            await store.append_event(ev(t.id, 5), status="awaiting_client", pending=[ev(t.id, stale)])
+        with pytest.raises(SeqConflictError):
+            await store.finish_turn(t.id, status="complete", stop_reason="end_turn", usage=Usage(output_tokens=1),
+                                    steps=1, event=ev(t.id, 5, "turn_complete"), pending=[ev(t.id, stale)])
+    got = await store.get_turn(t.id)
+    assert got is not None and got.blocks == [] and (got.status, got.steps) == ("running", 0)
+    assert [e.n for e in await store.events_after(t.id, 0)] == [3]
+    assert await store.last_event_n(t.id) == 3
+
+
+async def test_pending_events_must_belong_to_the_write_and_come_before_it(store: Store) -> None:
+    t = await new_turn(store)
+    bad: list[list[StoredEvent]] = [
+        [ev(t.id, 5)],                 # not below the write's own event
+        [ev(t.id, 3), ev(t.id, 2)],    # not rising
+        [ev(t.id, 2), ev(t.id, 2)],
+        [ev("turn_other", 2)],         # another turn's
+    ]
+    for pending in bad:
+        with pytest.raises(ValueError):
+            await store.append_block(t.id, text(0), stop(t.id, 5, text(0)), pending=pending)
+        with pytest.raises(ValueError):
+            await store.append_event(ev(t.id, 5), pending=pending)
+        with pytest.raises(ValueError):
+            await store.finish_turn(t.id, status="complete", stop_reason="end_turn", usage=Usage(), steps=1,
+                                    event=ev(t.id, 5, "turn_complete"), pending=pending)
+    with pytest.raises(ValueError):  # pending events need the write's own event
+        await store.finish_turn(t.id, status="complete", stop_reason="end_turn", usage=Usage(), steps=1,
+                                pending=[ev(t.id, 2)])
+    got = await store.get_turn(t.id)
+    assert got is not None and got.blocks == [] and got.status == "running"
+    assert await store.events_after(t.id, 0) == []
+
+
 async def test_discarding_a_step_removes_its_blocks_and_frees_their_seqs(store: Store) -> None:
     t = await new_turn(store)
     plan = [text(0, 1), text(1, 1), text(2, 2, "partial"), text(3, 2, "partial")]
@@ -330,11 +431,15 @@ async def test_a_tailing_reader_sees_every_event_once_in_order(store: Store, bac
             n = 0
             for seq in range(per_turn):
                 n += 2  # a delta took the number before
+                pending: list[StoredEvent] = []
                 if seq % 3 == 0:
-                    await writer.append_event(ev(turn_id, n, step=seq))
+                    if seq % 2:  # on its own, or held back and stored with the block
+                        await writer.append_event(ev(turn_id, n, step=seq))
+                    else:
+                        pending.append(ev(turn_id, n, step=seq))
                     written[turn_id].append(n)
                     n += 1
-                await writer.append_block(turn_id, text(seq), stop(turn_id, n, text(seq)))
+                await writer.append_block(turn_id, text(seq), stop(turn_id, n, text(seq)), pending=pending)
                 written[turn_id].append(n)
 
         async def tail() -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
 
 from ..blocks import Block, Session, Turn, TurnStatus, TurnStopReason, Usage
 from .keys import hash_key, new_key
-from .protocol import SeqConflictError, StoredEvent, TurnConflictError, User
+from .protocol import SeqConflictError, StoredEvent, TurnConflictError, User, check_pending, first_event_of
 
 _OPEN: tuple[TurnStatus, ...] = ("running", "awaiting_client")
 
@@ -88,6 +88,7 @@ class MemoryStore:
 
     async def create_turn(
         self, session_id: str, input: str, *, model: str, client_tools: list[dict[str, Any]] | None = None,
+        first_event: Callable[[str], StoredEvent] | None = None,
     ) -> Turn:
         async with self._lock:
             for tid in self._session_turns[session_id]:
@@ -95,9 +96,10 @@ class MemoryStore:
                     raise TurnConflictError(tid)
             t = Turn(id=new_id("turn"), session_id=session_id, input=input, model=model,
                      created_at=time.time())
+            first = first_event_of(t.id, first_event)
             self._turns[t.id] = t
             self._session_turns[session_id].append(t.id)
-            self._events[t.id] = []
+            self._events[t.id] = [first] if first is not None else []
             self._client_tools[t.id] = list(client_tools or [])
             self._runner[t.id] = self.runner_id
         return t.model_copy(update={"blocks": []})
@@ -114,12 +116,15 @@ class MemoryStore:
         return list(self._client_tools.get(turn_id, []))
 
     async def append_block(self, turn_id: str, block: Block, event: StoredEvent,
-                           status: TurnStatus | None = None) -> None:
+                           status: TurnStatus | None = None, *, pending: Sequence[StoredEvent] = ()) -> None:
+        first = check_pending(turn_id, pending, event)
+        assert first is not None
         t = self._turns[turn_id]
-        if block.seq != len(t.blocks) or event.n < self._next_n(turn_id):
+        if block.seq != len(t.blocks) or first < self._next_n(turn_id):
             raise SeqConflictError(f"block seq {block.seq} is not the next seq {len(t.blocks)} of {turn_id}")
         self._check_open(t, status)
         t.blocks.append(block)
+        self._events[turn_id].extend(pending)
         self._events[turn_id].append(event)
         self._set(t, status)
 
@@ -131,11 +136,15 @@ class MemoryStore:
         evs = self._events.get(turn_id)
         return evs[-1].n + 1 if evs else 1
 
-    async def append_event(self, event: StoredEvent, status: TurnStatus | None = None) -> None:
+    async def append_event(self, event: StoredEvent, status: TurnStatus | None = None, *,
+                           pending: Sequence[StoredEvent] = ()) -> None:
+        first = check_pending(event.turn_id, pending, event)
+        assert first is not None
         t = self._turns[event.turn_id]
-        if event.n < self._next_n(event.turn_id):
-            raise SeqConflictError(f"event {event.n} is not above the last event of {event.turn_id}")
+        if first < self._next_n(event.turn_id):
+            raise SeqConflictError(f"event {first} is not above the last event of {event.turn_id}")
         self._check_open(t, status)
+        self._events[event.turn_id].extend(pending)
         self._events[event.turn_id].append(event)
         self._set(t, status)
 
@@ -175,16 +184,18 @@ class MemoryStore:
     async def finish_turn(
         self, turn_id: str, *, status: TurnStatus, stop_reason: TurnStopReason | None, usage: Usage,
         steps: int, error: str | None = None, event: StoredEvent | None = None,
-        step_usage: Sequence[Usage] = (),
+        step_usage: Sequence[Usage] = (), pending: Sequence[StoredEvent] = (),
     ) -> None:
+        first = check_pending(turn_id, pending, event)
         t = self._turns[turn_id]
-        if event is not None and event.n < self._next_n(turn_id):
-            raise SeqConflictError(f"event {event.n} is not above the last event of {turn_id}")
+        if first is not None and first < self._next_n(turn_id):
+            raise SeqConflictError(f"event {first} is not above the last event of {turn_id}")
         self._check_open(t, status)
         t.stop_reason, t.usage, t.steps, t.error = stop_reason, usage, steps, error
         t.step_usage = list(step_usage)
         self._set(t, status)
         if event is not None:
+            self._events[turn_id].extend(pending)
             self._events[turn_id].append(event)
 
     async def heartbeat(self) -> None:

@@ -28,7 +28,7 @@ import asyncio
 import select
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, NoReturn
 
@@ -54,7 +54,7 @@ from ._sql import (
     usage_to_json,
 )
 from .keys import hash_key, new_key
-from .protocol import SeqConflictError, StoredEvent, TurnConflictError, User
+from .protocol import SeqConflictError, StoredEvent, TurnConflictError, User, check_pending, first_event_of
 
 Conn = psycopg.AsyncConnection[TupleRow]
 
@@ -272,17 +272,29 @@ class PostgresStore:
         row = await cur.fetchone()
         raise TurnConflictError(row[0] if row else "?") from None
 
+    _CREATE_TURN = ("INSERT INTO turns (id, session_id, input, status, usage, model, client_tools,"
+                    " created_at, runner_id, last_n) VALUES (%(tid)s, %(sid)s, %(input)s, 'running', %(usage)s::json,"
+                    " %(model)s, %(tools)s::json, %(at)s, %(runner)s, %(n)s)")
+    # With its first event, in the same statement (and so the same transaction).
+    _CREATE_TURN_WITH_EVENT = (f"WITH t AS ({_CREATE_TURN} RETURNING id) INSERT INTO turn_events"
+                               " (turn_id, n, name, data) SELECT id, %(n)s, %(name)s, %(data)s::json FROM t")
+
     async def create_turn(
         self, session_id: str, input: str, *, model: str, client_tools: list[dict[str, Any]] | None = None,
+        first_event: Callable[[str], StoredEvent] | None = None,
     ) -> Turn:
         t = Turn(id=_new_id("turn"), session_id=session_id, input=input, model=model, created_at=time.time())
+        first = first_event_of(t.id, first_event)
+        params: dict[str, Any] = {
+            "tid": t.id, "sid": session_id, "input": input, "usage": t.usage.model_dump_json(), "model": model,
+            "tools": dumps(client_tools or []), "at": t.created_at, "runner": self.runner_id, "n": 0}
+        sql = self._CREATE_TURN
+        if first is not None:
+            sql = self._CREATE_TURN_WITH_EVENT
+            params |= {"n": first.n, "name": first.name, "data": dumps(first.data)}
         async with self._conn() as conn:
             try:
-                await conn.execute(
-                    "INSERT INTO turns (id, session_id, input, status, usage, model, client_tools,"
-                    " created_at, runner_id) VALUES (%s, %s, %s, 'running', %s::json, %s, %s::json, %s, %s)",
-                    (t.id, session_id, input, t.usage.model_dump_json(), model, dumps(client_tools or []),
-                     t.created_at, self.runner_id))
+                await conn.execute(sql, params)
             except pgerrors.ForeignKeyViolation:
                 raise KeyError(session_id) from None
             except pgerrors.UniqueViolation as exc:
@@ -309,13 +321,14 @@ class PostgresStore:
         return list(orjson.loads(row[0])) if row else []
 
     # The guarded update that every write to a turn goes through (see the module docstring);
-    # %(seq)s is NULL for writes that add no block. The inserts hang off its RETURNING row,
-    # so when the guard refuses, nothing is inserted.
+    # %(seq)s is NULL for writes that add no block, %(first)s the lowest event number the
+    # write stores (its first pending event, or its own). The inserts hang off its RETURNING
+    # row, so when the guard refuses, nothing is inserted.
     _ADVANCE = (
         "WITH t AS (UPDATE turns SET next_seq = coalesce(%(seq)s, next_seq - 1) + 1, last_n = %(n)s,"
         " status = coalesce(%(status)s, status),"
         " runner_id = CASE WHEN %(status)s = 'running' THEN %(runner)s ELSE runner_id END{outcome}"
-        " WHERE id = %(tid)s AND (%(seq)s::integer IS NULL OR next_seq = %(seq)s) AND last_n < %(n)s"
+        " WHERE id = %(tid)s AND (%(seq)s::integer IS NULL OR next_seq = %(seq)s) AND last_n < %(first)s"
         " RETURNING id)"
     )
     # The columns finish_turn sets (one UPDATE per row and statement: PostgreSQL would apply
@@ -324,16 +337,38 @@ class PostgresStore:
                 " error = %(error)s")
     _INSERT_EVENT = (", e AS (INSERT INTO turn_events (turn_id, n, name, data)"
                      " SELECT id, %(n)s, %(name)s, %(data)s::json FROM t)")
-    _APPEND_BLOCK = (_ADVANCE.format(outcome="") + _INSERT_EVENT
-                     + ", b AS (INSERT INTO blocks (turn_id, seq, step, block_type, text_content, content)"
-                     " SELECT id, %(seq)s, %(step)s, %(type)s, %(text)s, %(content)s::json FROM t)"
-                     " SELECT count(*) FROM t")
-    _APPEND_EVENT = _ADVANCE.format(outcome="") + _INSERT_EVENT + " SELECT count(*) FROM t"
-    _FINISH = _ADVANCE.format(outcome=_OUTCOME) + _INSERT_EVENT + " SELECT count(*) FROM t"
+    # The write's pending events and its own, as arrays (a write with pending events).
+    _INSERT_EVENTS = (", e AS (INSERT INTO turn_events (turn_id, n, name, data)"
+                      " SELECT t.id, v.n, v.name, v.data::json FROM t,"
+                      " unnest(%(ns)s::bigint[], %(names)s::text[], %(datas)s::text[]) AS v (n, name, data))")
+    _INSERT_BLOCK = (", b AS (INSERT INTO blocks (turn_id, seq, step, block_type, text_content, content)"
+                     " SELECT id, %(seq)s, %(step)s, %(type)s, %(text)s, %(content)s::json FROM t)")
+    _COUNT = " SELECT count(*) FROM t"
+    _APPEND_BLOCK = (_ADVANCE.format(outcome="") + _INSERT_EVENT + _INSERT_BLOCK + _COUNT,
+                     _ADVANCE.format(outcome="") + _INSERT_EVENTS + _INSERT_BLOCK + _COUNT)
+    _APPEND_EVENT = (_ADVANCE.format(outcome="") + _INSERT_EVENT + _COUNT,
+                     _ADVANCE.format(outcome="") + _INSERT_EVENTS + _COUNT)
+    _FINISH = (_ADVANCE.format(outcome=_OUTCOME) + _INSERT_EVENT + _COUNT,
+               _ADVANCE.format(outcome=_OUTCOME) + _INSERT_EVENTS + _COUNT)
+
+    @staticmethod
+    def _events(sql: tuple[str, str], params: dict[str, Any], pending: Sequence[StoredEvent],
+                event: StoredEvent) -> str:
+        """Add the parameters of the write's events to ``params``; the statement that stores them."""
+        first = check_pending(event.turn_id, pending, event)
+        params["n"], params["first"] = event.n, first
+        if not pending:
+            params["name"], params["data"] = event.name, dumps(event.data)
+            return sql[0]
+        events = (*pending, event)
+        params["ns"] = [e.n for e in events]
+        params["names"] = [e.name for e in events]
+        params["datas"] = [dumps(e.data) for e in events]
+        return sql[1]
 
     async def _guarded(self, sql: str, params: dict[str, Any]) -> None:
         """Run a guarded write; explain a refusal (unknown turn, taken seq, stale n)."""
-        tid, seq, n = params["tid"], params.get("seq"), params["n"]
+        tid, seq, n = params["tid"], params.get("seq"), params["first"]
         async with self._conn() as conn:
             try:
                 cur = await conn.execute(sql, params)
@@ -351,21 +386,18 @@ class PostgresStore:
         raise SeqConflictError(f"event {n} is not above the last event {state[1]} of {tid}")
 
     async def append_block(self, turn_id: str, block: Block, event: StoredEvent,
-                           status: TurnStatus | None = None) -> None:
+                           status: TurnStatus | None = None, *, pending: Sequence[StoredEvent] = ()) -> None:
         if event.turn_id != turn_id:
             raise ValueError(f"event of turn {event.turn_id} given with a block of turn {turn_id}")
         _, seq, step, btype, text, content = block_row(turn_id, block)
-        await self._guarded(self._APPEND_BLOCK, {
-            "tid": turn_id, "seq": seq, "n": event.n, "status": status, "runner": self.runner_id,
-            "name": event.name, "data": dumps(event.data), "step": step, "type": btype, "text": text,
-            "content": content,
-        })
+        params: dict[str, Any] = {"tid": turn_id, "seq": seq, "status": status, "runner": self.runner_id,
+                                  "step": step, "type": btype, "text": text, "content": content}
+        await self._guarded(self._events(self._APPEND_BLOCK, params, pending, event), params)
 
-    async def append_event(self, event: StoredEvent, status: TurnStatus | None = None) -> None:
-        await self._guarded(self._APPEND_EVENT, {
-            "tid": event.turn_id, "seq": None, "n": event.n, "status": status, "runner": self.runner_id,
-            "name": event.name, "data": dumps(event.data),
-        })
+    async def append_event(self, event: StoredEvent, status: TurnStatus | None = None, *,
+                           pending: Sequence[StoredEvent] = ()) -> None:
+        params: dict[str, Any] = {"tid": event.turn_id, "seq": None, "status": status, "runner": self.runner_id}
+        await self._guarded(self._events(self._APPEND_EVENT, params, pending, event), params)
 
     async def discard_step(self, turn_id: str, step: int) -> None:
         async with self._conn() as conn, conn.transaction():
@@ -412,8 +444,9 @@ class PostgresStore:
     async def finish_turn(
         self, turn_id: str, *, status: TurnStatus, stop_reason: TurnStopReason | None, usage: Usage,
         steps: int, error: str | None = None, event: StoredEvent | None = None,
-        step_usage: Sequence[Usage] = (),
+        step_usage: Sequence[Usage] = (), pending: Sequence[StoredEvent] = (),
     ) -> None:
+        check_pending(turn_id, pending, event)
         params: dict[str, Any] = {"tid": turn_id, "stop": stop_reason, "usage": usage_to_json(usage, step_usage),
                                   "steps": steps, "error": error, "status": status, "runner": self.runner_id}
         if event is None:
@@ -421,9 +454,9 @@ class PostgresStore:
             if await self._status(turn_id, status, None, sql, params) != 1:
                 raise KeyError(turn_id)
             return
-        # One statement: the guarded counter update, the event, and the outcome columns.
-        params |= {"seq": None, "n": event.n, "name": event.name, "data": dumps(event.data)}
-        await self._guarded(self._FINISH, params)
+        # One statement: the guarded counter update, the events, and the outcome columns.
+        params["seq"] = None
+        await self._guarded(self._events(self._FINISH, params, pending, event), params)
 
     # recovery --------------------------------------------------------------
     async def _beat(self, conn: Conn) -> None:

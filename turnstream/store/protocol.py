@@ -10,6 +10,15 @@ every backend. What the runtime relies on:
   ``seq`` is taken, or whose ``n`` is not above the turn's last stored ``n``, raises
   ``SeqConflictError``. A reader tailing ``events_after(turn_id, n)`` never skips a row,
   even with concurrent writers.
+* Writes may carry ``pending`` events: events of the same turn numbered below the write's
+  own event, stored in the same transaction and before it, so that ``n`` order holds. The
+  runner holds back an event nobody has seen yet (a ``step_start`` when nothing listens to
+  the turn live) until the turn's next write, saving a statement per step: a crash in
+  between loses at most that event, which is harmless (the replay of an interrupted turn
+  does not need it, and its number is simply a gap). An event is never published before it
+  is stored, so a replaying client (``server/follow.py``) cannot miss one.
+* ``create_turn(first_event=…)`` stores the turn's first event (``turn_start``) with the turn,
+  in one transaction.
 * ``discard_step`` removes a restarted step's blocks but keeps its events: the stored
   ``step_restart`` event tells a replaying client to drop them, as it told live clients.
 * A turn id or session id that does not exist raises ``KeyError`` on writes and gives
@@ -26,7 +35,7 @@ every backend. What the runtime relies on:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -59,6 +68,40 @@ class TurnConflictError(Exception):
     def __init__(self, turn_id: str) -> None:
         super().__init__(f"turn {turn_id} is still running in this session")
         self.turn_id = turn_id
+
+
+def check_pending(turn_id: str, pending: Sequence[StoredEvent], event: StoredEvent | None) -> int | None:
+    """Validate the ``pending`` events of a write whose own event is ``event``: all of turn
+    ``turn_id``, numbered in rising order, and below ``event.n`` (``ValueError`` otherwise;
+    pending events without an event too). Returns the lowest number the write stores, which
+    must be above the turn's last stored ``n``; None when it stores no event."""
+    if event is None:
+        if pending:
+            raise ValueError("pending events need an event of the write to follow them")
+        return None
+    if event.turn_id != turn_id:
+        raise ValueError(f"event of turn {event.turn_id} given with a write to turn {turn_id}")
+    if not pending:
+        return event.n
+    for p, q in zip(pending, (*pending[1:], event), strict=True):
+        if p.turn_id != turn_id:
+            raise ValueError(f"event of turn {p.turn_id} given with a write to turn {turn_id}")
+        if p.n >= q.n:
+            raise ValueError(f"pending events must be numbered in rising order below {event.n}")
+    return pending[0].n
+
+
+def first_event_of(turn_id: str, first_event: Callable[[str], StoredEvent] | None) -> StoredEvent | None:
+    """The first event ``create_turn`` stores with turn ``turn_id``, checked: of that turn
+    (``ValueError``) and numbered 1 or more (``SeqConflictError``)."""
+    if first_event is None:
+        return None
+    event = first_event(turn_id)
+    if event.turn_id != turn_id:
+        raise ValueError(f"event of turn {event.turn_id} given as the first event of {turn_id}")
+    if event.n < 1:
+        raise SeqConflictError(f"event {event.n} is not above 0, the last event of the new turn {turn_id}")
+    return event
 
 
 class Store(Protocol):
@@ -99,9 +142,14 @@ class Store(Protocol):
     # turns -----------------------------------------------------------------
     async def create_turn(
         self, session_id: str, input: str, *, model: str, client_tools: list[dict[str, Any]] | None = None,
+        first_event: Callable[[str], StoredEvent] | None = None,
     ) -> Turn:
         """Start a turn (status ``running``). Raises TurnConflictError when the session
-        already has a turn ``running`` or ``awaiting_client``."""
+        already has a turn ``running`` or ``awaiting_client``.
+
+        ``first_event`` is called with the new turn's id; the event it returns (of that turn,
+        ``n`` ≥ 1, e.g. ``turn_start``) is stored in the same transaction as the turn, as if
+        by ``append_event`` right after it. ``ValueError`` for an event of another turn."""
         ...
 
     async def get_turn(self, turn_id: str) -> Turn | None:
@@ -115,9 +163,14 @@ class Store(Protocol):
     async def client_tools(self, turn_id: str) -> list[dict[str, Any]]: ...
 
     async def append_block(self, turn_id: str, block: Block, event: StoredEvent,
-                           status: TurnStatus | None = None) -> None:
+                           status: TurnStatus | None = None, *, pending: Sequence[StoredEvent] = ()) -> None:
         """Store a finished block and its ``block_stop`` event (and optionally a new status)
-        in one transaction. ``block.seq`` must be the next seq of the turn."""
+        in one transaction. ``block.seq`` must be the next seq of the turn.
+
+        ``pending``: earlier events of the turn not stored yet (numbered in rising order below
+        ``event.n``, else ``ValueError``), stored in the same transaction before ``event``;
+        the first must be above the turn's last stored ``n`` (else ``SeqConflictError`` and
+        nothing is stored). The same holds for ``append_event`` and ``finish_turn``."""
         ...
 
     async def discard_step(self, turn_id: str, step: int) -> None:
@@ -125,8 +178,10 @@ class Store(Protocol):
         always the turn's last, so ``seq`` stays gapless). Events are kept."""
         ...
 
-    async def append_event(self, event: StoredEvent, status: TurnStatus | None = None) -> None:
-        """Store a non-block event (turn_start, step_start, tool_request, …)."""
+    async def append_event(self, event: StoredEvent, status: TurnStatus | None = None, *,
+                           pending: Sequence[StoredEvent] = ()) -> None:
+        """Store a non-block event (turn_start, step_start, tool_request, …), after ``pending``
+        (see ``append_block``)."""
         ...
 
     async def events_after(self, turn_id: str, n: int) -> list[StoredEvent]:
@@ -146,9 +201,10 @@ class Store(Protocol):
     async def finish_turn(
         self, turn_id: str, *, status: TurnStatus, stop_reason: TurnStopReason | None, usage: Usage,
         steps: int, error: str | None = None, event: StoredEvent | None = None,
-        step_usage: Sequence[Usage] = (),
+        step_usage: Sequence[Usage] = (), pending: Sequence[StoredEvent] = (),
     ) -> None:
-        """Record the end of a turn (status, stop reason, usage, steps) with its final event."""
+        """Record the end of a turn (status, stop reason, usage, steps) with its final event,
+        after ``pending`` (see ``append_block``; pending events need ``event``)."""
         ...
 
     async def heartbeat(self) -> None:

@@ -45,7 +45,7 @@ from ._sql import (
     usage_to_json,
 )
 from .keys import hash_key, new_key
-from .protocol import SeqConflictError, StoredEvent, TurnConflictError, User
+from .protocol import SeqConflictError, StoredEvent, TurnConflictError, User, check_pending, first_event_of
 
 T = TypeVar("T")
 
@@ -271,9 +271,11 @@ class SQLiteStore:
     # turns -----------------------------------------------------------------
     async def create_turn(
         self, session_id: str, input: str, *, model: str, client_tools: list[dict[str, Any]] | None = None,
+        first_event: Callable[[str], StoredEvent] | None = None,
     ) -> Turn:
         t = Turn(id=_new_id("turn"), session_id=session_id, input=input, model=model, created_at=time.time())
         tools = dumps(client_tools or [])
+        first = first_event_of(t.id, first_event)
 
         def op(c: sqlite3.Connection) -> None:
             with _write(c):
@@ -281,11 +283,13 @@ class SQLiteStore:
                     raise KeyError(session_id)
                 try:
                     c.execute("INSERT INTO turns (id, session_id, input, status, usage, model, client_tools,"
-                              " created_at, runner_id) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+                              " created_at, runner_id, last_n) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
                               (t.id, session_id, input, t.usage.model_dump_json(), model, tools,
-                               t.created_at, self.runner_id))
+                               t.created_at, self.runner_id, first.n if first is not None else 0))
                 except sqlite3.IntegrityError as exc:
                     _open_conflict(c, exc, session_id)
+                if first is not None:
+                    self._insert_events(c, (first,))
 
         await self._run(op)
         return t
@@ -330,40 +334,41 @@ class SQLiteStore:
     # and applies an optional status change. No row updated means the write is refused.
     # The status columns are only named when the status changes: SQLite maintains the
     # indexes on every column a SET names, and most writes (block after block) keep it.
+    # ?6 is the lowest event number the write stores (its first pending event, or its own).
     _ADVANCE = ("UPDATE turns SET next_seq = coalesce(?1, next_seq - 1) + 1, last_n = ?2{status}"
-                " WHERE id = ?5 AND (?1 IS NULL OR next_seq = ?1) AND last_n < ?2")
+                " WHERE id = ?5 AND (?1 IS NULL OR next_seq = ?1) AND last_n < ?6")
     _ADVANCE_COUNTERS = _ADVANCE.format(status="")
     _ADVANCE_STATUS = _ADVANCE.format(
         status=", status = ?3, runner_id = CASE WHEN ?3 = 'running' THEN ?4 ELSE runner_id END")
 
     def _advance(self, c: sqlite3.Connection, turn_id: str, seq: int | None, n: int,
-                 status: TurnStatus | None) -> None:
+                 status: TurnStatus | None, first: int) -> None:
         sql = self._ADVANCE_COUNTERS if status is None else self._ADVANCE_STATUS
         try:
-            updated = c.execute(sql, (seq, n, status, self.runner_id, turn_id)).rowcount
+            updated = c.execute(sql, (seq, n, status, self.runner_id, turn_id, first)).rowcount
         except sqlite3.IntegrityError as exc:
             sid = c.execute("SELECT session_id FROM turns WHERE id = ?", (turn_id,)).fetchone()[0]
             _open_conflict(c, exc, sid)
         if updated != 1:
-            _refused(c, turn_id, seq, n)
+            _refused(c, turn_id, seq, first)
 
     @staticmethod
-    def _insert_event(c: sqlite3.Connection, event: StoredEvent) -> None:
-        c.execute("INSERT INTO turn_events (turn_id, n, name, data) VALUES (?, ?, ?, ?)",
-                  (event.turn_id, event.n, event.name, dumps(event.data)))
+    def _insert_events(c: sqlite3.Connection, events: Sequence[StoredEvent]) -> None:
+        c.executemany("INSERT INTO turn_events (turn_id, n, name, data) VALUES (?, ?, ?, ?)",
+                      [(e.turn_id, e.n, e.name, dumps(e.data)) for e in events])
 
     async def append_block(self, turn_id: str, block: Block, event: StoredEvent,
-                           status: TurnStatus | None = None) -> None:
+                           status: TurnStatus | None = None, *, pending: Sequence[StoredEvent] = ()) -> None:
         row = block_row(turn_id, block)
-        if event.turn_id != turn_id:
-            raise ValueError(f"event of turn {event.turn_id} given with a block of turn {turn_id}")
+        first = check_pending(turn_id, pending, event)
+        assert first is not None
 
         def op(c: sqlite3.Connection) -> None:
             with _write(c):
-                self._advance(c, turn_id, block.seq, event.n, status)
+                self._advance(c, turn_id, block.seq, event.n, status, first)
                 c.execute("INSERT INTO blocks (turn_id, seq, step, block_type, text_content, content)"
                           " VALUES (?, ?, ?, ?, ?, ?)", row)
-                self._insert_event(c, event)
+                self._insert_events(c, (*pending, event))
 
         await self._run(op)
 
@@ -378,11 +383,15 @@ class SQLiteStore:
 
         await self._run(op)
 
-    async def append_event(self, event: StoredEvent, status: TurnStatus | None = None) -> None:
+    async def append_event(self, event: StoredEvent, status: TurnStatus | None = None, *,
+                           pending: Sequence[StoredEvent] = ()) -> None:
+        first = check_pending(event.turn_id, pending, event)
+        assert first is not None
+
         def op(c: sqlite3.Connection) -> None:
             with _write(c):
-                self._advance(c, event.turn_id, None, event.n, status)
-                self._insert_event(c, event)
+                self._advance(c, event.turn_id, None, event.n, status, first)
+                self._insert_events(c, (*pending, event))
 
         await self._run(op)
 
@@ -428,15 +437,17 @@ class SQLiteStore:
     async def finish_turn(
         self, turn_id: str, *, status: TurnStatus, stop_reason: TurnStopReason | None, usage: Usage,
         steps: int, error: str | None = None, event: StoredEvent | None = None,
-        step_usage: Sequence[Usage] = (),
+        step_usage: Sequence[Usage] = (), pending: Sequence[StoredEvent] = (),
     ) -> None:
         usage_json = usage_to_json(usage, step_usage)
+        first = check_pending(turn_id, pending, event)
 
         def op(c: sqlite3.Connection) -> None:
             with _write(c):
                 if event is not None:
-                    self._advance(c, turn_id, None, event.n, status)
-                    self._insert_event(c, event)
+                    assert first is not None
+                    self._advance(c, turn_id, None, event.n, status, first)
+                    self._insert_events(c, (*pending, event))
                 elif self._status(c, turn_id, status, None) != 1:
                     raise KeyError(turn_id)
                 c.execute("UPDATE turns SET stop_reason = ?, usage = ?, steps = ?, error = ? WHERE id = ?",
