@@ -71,22 +71,24 @@ class Agent:
                          approver=self.approve, deps=self.deps, live_deltas=live,
                          thinking_budget=self.thinking_budget)
 
-    async def _session(self, session_id: str | None) -> str:
+    async def _session(self, session_id: str | None) -> tuple[str, list[Turn] | None]:
+        """The session's id, and its earlier turns when known without asking the store
+        (none, for a session created here); None when the runner should read them."""
         if not self._opened:
             await self.store.open()
             self._opened = True
         sid = session_id or self.session_id
         if sid is not None and await self.store.get_session(sid) is not None:
-            return sid
+            return sid, None
         s = await self.store.create_session(LOCAL_USER, model=self.provider.origin, session_id=sid)
-        return s.id
+        return s.id, []
 
     async def run(self, message: str, *, session_id: str | None = None,
                   client_tools: list[dict[str, Any]] | None = None) -> Turn:
         """Run one turn to the end (or until it waits for the client) and return it."""
-        sid = await self._session(session_id)
+        sid, history = await self._session(session_id)
         runner = TurnRunner(self._config(live=False), self.store)
-        return await runner.run(sid, message, client_tools=client_tools)
+        return await runner.run(sid, message, client_tools=client_tools, history=history)
 
     async def stream(self, message: str, *, session_id: str | None = None,
                      client_tools: list[dict[str, Any]] | None = None) -> AsyncGenerator[StreamEvent, None]:
@@ -94,8 +96,9 @@ class Agent:
 
         Closing the generator early cancels the turn: wrap it in ``contextlib.aclosing`` (or
         call ``cancel(turn_id)``) for that to happen at once rather than when it is collected."""
-        sid = await self._session(session_id)
-        async with aclosing(self._pump(lambda r: r.run(sid, message, client_tools=client_tools))) as events:
+        sid, history = await self._session(session_id)
+        async with aclosing(self._pump(lambda r: r.run(sid, message, client_tools=client_tools,
+                                                       history=history))) as events:
             async for ev in events:
                 yield ev
 

@@ -111,19 +111,32 @@ class TurnRunner:
         self.turn: Turn | None = None
         self._current: Assembler | None = None
         self._error: str | None = None
+        self._pending: list[StoredEvent] = []
+        """Stored events held back for the turn's next write (see ``_emit``)."""
 
     # -- public ----------------------------------------------------------------------------
 
     async def run(self, session_id: str, user_input: str, *,
-                  client_tools: list[dict[str, Any]] | None = None) -> Turn:
-        """Start a turn and drive it until control returns to the user."""
+                  client_tools: list[dict[str, Any]] | None = None, history: Sequence[Turn] | None = None) -> Turn:
+        """Start a turn and drive it until control returns to the user.
+
+        ``history``: the session's earlier turns when the caller knows them (``[]`` for a
+        session it has just created); None reads them from the store."""
+        start = TurnStart(session_id=session_id, n=1)
+
+        def first_event(turn_id: str) -> StoredEvent:  # turn_start is stored with the turn
+            start.turn_id = turn_id
+            return StoredEvent(turn_id, start.n, start.name, start.data())
+
         turn = await self.store.create_turn(session_id, user_input, model=self.config.provider.origin,
-                                            client_tools=client_tools)
-        self.turn_id, self.session_id, self._input = turn.id, session_id, user_input
+                                            client_tools=client_tools, first_event=first_event)
+        self.turn_id, self.session_id, self._input, self._n = turn.id, session_id, user_input, start.n
         self._add_client_tools(client_tools or [])
-        self._history = [(t.input, t.blocks) for t in await self.store.list_turns(session_id)
-                         if t.id != turn.id]
-        await self._emit(TurnStart(session_id=session_id))
+        if history is None:
+            history = [t for t in await self.store.list_turns(session_id) if t.id != turn.id]
+        self._history = [(t.input, t.blocks) for t in history]
+        if self.on_event is not None:
+            self.on_event(start)
         return await self._drive()
 
     async def resume(self, turn_id: str) -> Turn:
@@ -159,17 +172,23 @@ class TurnRunner:
         ev.turn_id, ev.n = self.turn_id, self._n
         if type(ev) is not BlockDelta and type(ev) is not BlockStart:
             stored = StoredEvent(self.turn_id, self._n, ev.name, ev.data())
+            if type(ev) is StepStart and self.on_event is None:
+                # Nobody sees this event before it is stored: it rides with the turn's next
+                # write (a crash in between loses only this step_start).
+                self._pending.append(stored)
+                return
+            pending, self._pending = self._pending, []
             try:
                 if type(ev) is BlockStop:
                     assert ev.block is not None
-                    await self.store.append_block(self.turn_id, ev.block, stored, status)
+                    await self.store.append_block(self.turn_id, ev.block, stored, status, pending=pending)
                 elif type(ev) is TurnComplete:
                     await self.store.finish_turn(
                         self.turn_id, status=ev.status, stop_reason=ev.stop_reason,  # type: ignore[arg-type]
                         usage=self._usage, steps=self._step, event=stored, error=self._error,
-                        step_usage=self._step_usage)
+                        step_usage=self._step_usage, pending=pending)
                 else:
-                    await self.store.append_event(stored, status)
+                    await self.store.append_event(stored, status, pending=pending)
             except Exception as exc:
                 raise StoreWriteError(f"could not store {ev.name} {self._n} of turn {self.turn_id}: "
                                       f"{type(exc).__name__}: {exc}") from exc
