@@ -7,6 +7,7 @@ farewell gate is proven by the provider never hearing about the goodbye.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -174,6 +175,40 @@ def test_tools_stream_inline_and_a_farewell_ends_without_a_model_call(mock: Mock
     last = mock.requests(model)[-1]["messages"][-1]["content"]
     assert any(b.get("is_error") and "outside the allowed directory" in str(b.get("content")) for b in last)
     assert "TOP SECRET" not in json.dumps(mock.requests(model))
+
+
+MARKDOWN_ANSWER = (
+    "# Shopping list\n\nYou need **milk** and `eggs`, then:\n\n- fresh bread\n- salted butter\n\n"
+    "```\nqty = 2\n\nprint(qty)\n```\n\nThat is *all*."
+)
+
+
+def test_the_answer_is_rendered_as_markdown_while_it_streams(mock: Mock, start_chat: Any) -> None:
+    model = mock.register("chat-markdown", {
+        "fragment_size": 4, "delay_ms": 5,
+        "steps": [{"blocks": [{"type": "text", "text": MARKDOWN_ANSWER}]}],
+    })
+    chat = start_chat(model)
+    chat.child.logfile_read = screen = io.StringIO()  # everything the chat writes
+    chat.say("what do I need?")
+    chat.expect("Shopping list")
+    chat.expect("milk")
+    chat.expect(r"•\S* *(\x1b\[[0-9;]*m)*fresh bread")  # a bullet list, drawn with bullets
+    chat.expect(r"•\S* *(\x1b\[[0-9;]*m)*salted butter")
+    chat.expect("print")
+    chat.expect("That is")
+    chat.expect(PROMPT)
+    seen = screen.getvalue().partition("what do I need?")[2]
+    chat.child.sendline("bye")
+    assert chat.expect_exit() == 0
+    # The markup is rendered, not shown: no heading hashes, bold as bold, no list dashes.
+    # (A fragment mid-stream may show an unclosed "**mi" for a moment; a finished one never.)
+    assert "# Shopping list" not in seen
+    assert "**milk**" not in seen
+    assert "\x1b[1mmilk" in seen
+    assert "- fresh bread" not in seen
+    assert "*all*" not in seen
+    assert "```" not in seen  # the fence is drawn as a code block
 
 
 @pytest.mark.parametrize("goodbye", ["bye!", "thanks!", "ok thanks bye"])
