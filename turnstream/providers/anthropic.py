@@ -212,7 +212,7 @@ class AnthropicProvider:
             raise UsageError("ANTHROPIC_API_KEY is not set (or pass api_key=)")
         root = (base_url or http.env("ANTHROPIC_BASE_URL", "https://api.anthropic.com") or "").rstrip("/")
         self.url = root + "/v1/messages"
-        self._client = http.make_client()
+        self._client = http.ClientPool()
         self._headers = {"x-api-key": self.api_key, "anthropic-version": API_VERSION,
                          "content-type": "application/json", "accept": "text/event-stream"}
 

@@ -351,7 +351,7 @@ class OpenAIChatProvider:
             self.api_key = "none"  # local servers (Ollama, vLLM, llama.cpp) take any key
         self.url = root + "/chat/completions"
         self.tool_id_style: ToolIdStyle = tool_id_style or ("openai" if self.openai_native else "short")
-        self._client = http.make_client()
+        self._client = http.ClientPool()
         self._headers = {"authorization": f"Bearer {self.api_key}", "content-type": "application/json",
                          "accept": "text/event-stream"}
 

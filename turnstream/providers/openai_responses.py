@@ -397,7 +397,7 @@ class OpenAIResponsesProvider:
             self.api_key = "none"
         self.url = root + "/responses"
         self.tool_id_style: ToolIdStyle = tool_id_style or ("openai" if native else "short")
-        self._client = http.make_client()
+        self._client = http.ClientPool()
         self._headers = {"authorization": f"Bearer {self.api_key}", "content-type": "application/json",
                          "accept": "text/event-stream"}
 

@@ -29,7 +29,9 @@ async def test_each_fragment_carries_the_time_it_was_sent_and_the_connection_is_
                 assert stamps == sorted(stamps)
                 assert isinstance(events[-1], StepEnded)
             # The second step went over the first step's connection: the body was read to its end.
-            pool = provider._client._transport._pool  # type: ignore[attr-defined]
+            clients = provider._client._clients
+            assert len(clients) == 1
+            pool = clients[0]._transport._pool  # type: ignore[attr-defined]
             assert len(pool.connections) == 1
         finally:
             await provider.aclose()
