@@ -63,6 +63,13 @@ class SSEDecoder:
 
 
 def _parse_event(raw: bytes) -> SSEEvent | None:
+    # Fast path for the two shapes providers send: "event: x\ndata: {...}" and "data: {...}".
+    if raw.startswith(b"event: "):
+        nl = raw.find(b"\n")
+        if nl > 0 and raw.startswith(b"data: ", nl + 1) and raw.find(b"\n", nl + 1) < 0:
+            return SSEEvent(raw[7:nl].decode("utf-8", "replace"), raw[nl + 7:].decode("utf-8", "replace"))
+    elif raw.startswith(b"data: ") and raw.find(b"\n") < 0:
+        return SSEEvent("message", raw[6:].decode("utf-8", "replace"))
     event = "message"
     data_lines: list[str] = []
     ev_id: str | None = None
