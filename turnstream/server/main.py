@@ -2,7 +2,7 @@
 
 Settings (each flag has its environment variable; see ``cli.py``): ``--db`` /
 ``TURNSTREAM_DB``, ``--model`` / ``TURNSTREAM_MODEL``, plus ``TURNSTREAM_ALLOWED_ORIGINS``,
-``TURNSTREAM_PING_INTERVAL``, ``TURNSTREAM_LOG_LEVEL``, ``TURNSTREAM_LOG_FORMAT`` and
+``TURNSTREAM_PING_INTERVAL``, ``TURNSTREAM_SCENARIO_DIR``, ``TURNSTREAM_LOG_LEVEL``, ``TURNSTREAM_LOG_FORMAT`` and
 ``TURNSTREAM_KEY_FILE``.
 
 The login key: keys are stored hashed, so the key printed at start-up is kept in a key
@@ -82,7 +82,9 @@ def _settings(db: str, model: str, demo: bool) -> Settings:
     origins = tuple(o.strip().rstrip("/") for o in os.environ.get("TURNSTREAM_ALLOWED_ORIGINS", "").split(",")
                     if o.strip())
     ping = float(os.environ.get("TURNSTREAM_PING_INTERVAL") or 15.0)
-    return Settings(db=db, model=model, demo=demo, allowed_origins=origins, ping_interval=ping)
+    scenario_dir = os.environ.get("TURNSTREAM_SCENARIO_DIR")
+    return Settings(db=db, model=model, demo=demo, allowed_origins=origins, ping_interval=ping,
+                    scenario_dir=Path(scenario_dir).resolve() if scenario_dir else None)
 
 
 async def _heartbeat(store: Store, every: float) -> None:

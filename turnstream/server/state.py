@@ -47,6 +47,10 @@ class Settings:
     heartbeat_interval: float = 10.0
     stale_after: float = 45.0
     """With a shared database: a running turn whose process has not beaten for this long is recovered."""
+    scenario_dir: Path | None = None
+    """Where a session may take ``scripted:`` scenario files from (``TURNSTREAM_SCENARIO_DIR``);
+    without it, sessions may only name built-in scenarios, so no client can make the server read a
+    file of its choosing."""
 
 
 def toolset_tools(name: str | None, *, notebooks_available: bool) -> list[Tool]:
@@ -89,7 +93,13 @@ class AppState:
         return p
 
     def check_model(self, model: str) -> str | None:
-        """None when ``model`` can be used, else why not."""
+        """None when a client may use ``model``, else why not."""
+        prefix, _, scenario = model.partition(":")
+        if prefix == "scripted" and model != self.settings.model and ("/" in scenario or scenario.endswith(".json")):
+            allowed = self.settings.scenario_dir
+            if allowed is None or not Path(scenario).resolve().is_relative_to(allowed):
+                return ("scenario files are not allowed on this server (only built-in scenarios, or files under "
+                        "TURNSTREAM_SCENARIO_DIR)")
         try:
             self.provider(model)
         except UsageError as exc:

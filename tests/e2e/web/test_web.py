@@ -56,6 +56,7 @@ class Server:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("ANTHROPIC_", "OPENAI_", "TURNSTREAM_"))}
         env["PYTHONUNBUFFERED"] = "1"
+        env["TURNSTREAM_SCENARIO_DIR"] = str(HERE / "scenarios")  # the tests' scripted models
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "turnstream.cli", "serve", "--host", "127.0.0.1",
              "--port", str(self.port), "--db", f"sqlite:///{tmp / 'web.db'}"],

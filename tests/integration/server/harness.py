@@ -107,6 +107,9 @@ def start_server(workdir: Path, *, db: str | None = None, model: str | None = No
                 if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "TURNSTREAM_MODEL", "TURNSTREAM_DB")}
     full_env.update({"TURNSTREAM_KEY_FILE": str(workdir / f"{name}.key"), "TURNSTREAM_LOG_LEVEL": "INFO",
                      "PYTHONUNBUFFERED": "1"})
+    if model and model.startswith("scripted:") and "/" in model:
+        # sessions may name the other scenario files kept beside the server's own
+        full_env["TURNSTREAM_SCENARIO_DIR"] = str(Path(model.split(":", 1)[1]).parent)
     full_env.update(env or {})
     log = workdir / f"{name}.log"
     with log.open("w") as err:

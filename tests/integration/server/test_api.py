@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx2 as httpx
 import pytest
 
@@ -124,6 +126,17 @@ def test_bad_session_input_is_422(server: Server) -> None:
         assert r.json()["message"].startswith("body.toolset:")
         r = c.post("/api/sessions", json={"title": 3})
         assert r.json()["detail"][0]["loc"] == ["body", "title"]
+
+
+def test_a_session_cannot_make_the_server_read_a_file_of_its_choosing(server: Server, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text('{"steps": [{"blocks": [{"type": "text", "text": "leaked"}]}]}')
+    with server.client() as c:
+        for model in (f"scripted:{outside}", "scripted:../../etc/passwd", "scripted:x.json"):
+            r = c.post("/api/sessions", json={"model": model})
+            assert r.status_code == 422, r.text
+            assert "scenario files are not allowed" in r.json()["message"]
+        assert c.post("/api/sessions", json={"model": "scripted:echo"}).status_code == 201  # built-in
 
 
 def test_unknown_routes_and_methods_are_clean(server: Server) -> None:
