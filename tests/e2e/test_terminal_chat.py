@@ -10,12 +10,8 @@ from __future__ import annotations
 import io
 import json
 import os
-import socket
 import sqlite3
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,61 +19,18 @@ from typing import Any
 import pexpect
 import pytest
 
+from tests.support.mock_process import Mock, mock_process
+
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")]
 
 BIN = Path(sys.executable).parent / "turnstream"
 PROMPT = "you ›"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class Mock:
-    """A running ``turnstream mock-provider`` and its test hooks."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"content-type": "application/json"})
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            return json.loads(resp.read())
-
-    def register(self, name: str, spec: dict[str, Any]) -> str:
-        self._call("POST", "/_mock/scenarios", {name: spec})
-        return f"anthropic:{name}"
-
-    def requests(self, model: str) -> list[dict[str, Any]]:
-        name = model.partition(":")[2]
-        return [r["body"] for r in self._call("GET", "/_mock/requests") if r["body"].get("model") == name]
-
-
 @pytest.fixture(scope="module")
 def mock() -> Iterator[Mock]:
-    port = _free_port()
-    proc = subprocess.Popen([str(BIN), "mock-provider", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    m = Mock(f"http://127.0.0.1:{port}")
-    deadline = time.monotonic() + 20
-    try:
-        while True:  # wait until the server answers (it is a separate process)
-            try:
-                m._call("GET", "/health")
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("turnstream mock-provider did not start") from None
-                time.sleep(0.05)
+    with mock_process() as m:
         yield m
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.fixture
