@@ -13,15 +13,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
-import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.integration.server.harness import Server, start_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -29,7 +27,6 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 SCREENSHOTS = ROOT / "tests" / "e2e" / "screenshots"
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
-KEY_IN_URL = re.compile(r"(http://\S+?)/?#key=([A-Za-z0-9_\-.~%]+)")
 
 
 def _ensure_tools() -> None:
@@ -44,85 +41,26 @@ def _ensure_tools() -> None:
         subprocess.run(["bash", str(ROOT / "scripts" / "ensure-chromium.sh")], check=True, timeout=900)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    def __init__(self, tmp: Path) -> None:
-        self.port = _free_port()
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("ANTHROPIC_", "OPENAI_", "TURNSTREAM_"))}
-        env["PYTHONUNBUFFERED"] = "1"
-        env["TURNSTREAM_SCENARIO_DIR"] = str(HERE / "scenarios")  # the tests' scripted models
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "turnstream.cli", "serve", "--host", "127.0.0.1",
-             "--port", str(self.port), "--db", f"sqlite:///{tmp / 'web.db'}"],
-            cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines: list[str] = []
-        self.url: str | None = None
-        self.key: str | None = None
-        self._found = threading.Event()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line)
-            m = KEY_IN_URL.search(line)
-            if m and self.key is None:
-                self.url, self.key = m.group(1), m.group(2)
-                self._found.set()
-        self._found.set()
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        if not self._found.wait(timeout) or self.key is None:
-            self.stop()
-            pytest.fail("turnstream serve printed no address with #key=:\n" + "".join(self.lines))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:  # the address is printed; wait until it answers
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
-        pytest.fail("turnstream serve did not accept connections:\n" + "".join(self.lines))
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """``turnstream serve`` with no model and no API key: the offline demo. Sessions may also name
+    the tests' own scripted models in ``scenarios/``."""
     _ensure_tools()
-    srv = Server(tmp_path_factory.mktemp("web"))
-    srv.wait_ready()
+    srv = start_server(tmp_path_factory.mktemp("web"), env={"TURNSTREAM_SCENARIO_DIR": str(HERE / "scenarios")})
     yield srv
     srv.stop()
 
 
 def _run(server: Server, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "TURNSTREAM_URL": f"http://127.0.0.1:{server.port}",
+    env = {**os.environ, "TURNSTREAM_URL": server.url.rstrip("/"),
            "TURNSTREAM_KEY": server.key or "", "SCREENSHOT_DIR": str(SCREENSHOTS), "CHROMIUM": str(CHROMIUM)}
     proc = subprocess.run(
         ["node", "--test", "--test-reporter=spec", f"--test-name-pattern={re.escape(name)}", "web.test.mjs"],
         cwd=HERE, env=env, capture_output=True, text=True, timeout=240)
     out = proc.stdout + proc.stderr
     if proc.returncode != 0 or "# pass 0" in out or "ℹ pass 0" in out:
-        log = "".join(server.lines[-80:])
+        log = "\n".join(server.log_text().splitlines()[-80:])
         pytest.fail(f"browser test {name!r} failed (exit {proc.returncode}):\n{out}\n"
                     f"--- server log ---\n{log}")
 
