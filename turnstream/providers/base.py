@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias
 
-from ..blocks import Block, StopReason, Usage
+from ..blocks import Block, StopReason, TextBlock, ToolResultBlock, Usage
 
 BlockKind: TypeAlias = Literal["text", "thinking", "redacted_thinking", "tool_use", "provider"]
 DeltaKind: TypeAlias = Literal["text", "thinking", "signature", "input_json", "citation"]
@@ -71,6 +71,14 @@ class Message:
     role: Literal["user", "assistant"]
     blocks: list[Block | str] = field(default_factory=list)
     """Blocks; a plain ``str`` is user text."""
+
+
+def user_parts(message: Message) -> tuple[list[ToolResultBlock], str]:
+    """A user message as the OpenAI formats need it: its tool results (in order), then its
+    text joined into one string ("" when it has none)."""
+    results = [b for b in message.blocks if isinstance(b, ToolResultBlock)]
+    texts = [b if isinstance(b, str) else b.text for b in message.blocks if isinstance(b, str | TextBlock)]
+    return results, "\n\n".join(texts)
 
 
 @dataclass(slots=True)

@@ -49,12 +49,12 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from ..blocks import StopReason, TextBlock, ToolResultBlock, ToolUseBlock, Usage
+from ..blocks import StopReason, TextBlock, ToolUseBlock, Usage
 from ..errors import ProviderStreamError, StreamBrokenError, UsageError
 from ..retry import RETRYABLE_ERROR_TYPES
 from ..sse import SSEDecoder
 from . import http
-from .base import BlockClosed, BlockOpened, Delta, Message, ModelRequest, ProviderEvent, StepEnded
+from .base import BlockClosed, BlockOpened, Delta, Message, ModelRequest, ProviderEvent, StepEnded, user_parts
 
 log = logging.getLogger("turnstream.providers.openai_chat")
 
@@ -117,16 +117,10 @@ def messages_to_wire(req: ModelRequest) -> list[dict[str, Any]]:
         if m.role == "assistant":
             out.extend(_assistant(m))
             continue
-        texts: list[str] = []
-        for b in m.blocks:
-            if isinstance(b, ToolResultBlock):
-                out.append({"role": "tool", "tool_call_id": b.tool_use_id, "content": b.content})
-            elif isinstance(b, str):
-                texts.append(b)
-            elif isinstance(b, TextBlock):
-                texts.append(b.text)
-        if texts:
-            out.append({"role": "user", "content": "\n\n".join(texts)})
+        results, text = user_parts(m)
+        out.extend({"role": "tool", "tool_call_id": r.tool_use_id, "content": r.content} for r in results)
+        if text:
+            out.append({"role": "user", "content": text})
     return out
 
 

@@ -53,14 +53,13 @@ from ..blocks import (
     StopReason,
     TextBlock,
     ThinkingBlock,
-    ToolResultBlock,
     ToolUseBlock,
     Usage,
 )
 from ..errors import StreamBrokenError, UsageError
 from ..sse import SSEDecoder
 from . import http
-from .base import BlockClosed, BlockOpened, Delta, ModelRequest, ProviderEvent, StepEnded
+from .base import BlockClosed, BlockOpened, Delta, ModelRequest, ProviderEvent, StepEnded, user_parts
 from .openai_chat import (
     OPENAI_BASE_URL,
     ToolIdStyle,
@@ -162,16 +161,11 @@ def input_items(req: ModelRequest) -> list[dict[str, Any]]:
         if m.role == "assistant":
             items.extend(_assistant_items(m.blocks))
             continue
-        texts: list[str] = []
-        for b in m.blocks:
-            if isinstance(b, ToolResultBlock):
-                items.append({"type": "function_call_output", "call_id": b.tool_use_id, "output": b.content})
-            elif isinstance(b, str):
-                texts.append(b)
-            elif isinstance(b, TextBlock):
-                texts.append(b.text)
-        if texts:
-            items.append({"role": "user", "content": "\n\n".join(texts)})
+        results, text = user_parts(m)
+        items.extend({"type": "function_call_output", "call_id": r.tool_use_id, "output": r.content}
+                     for r in results)
+        if text:
+            items.append({"role": "user", "content": text})
     return items
 
 
