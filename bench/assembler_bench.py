@@ -17,7 +17,7 @@ from turnstream.assemble import Assembler
 from turnstream.blocks import Usage
 from turnstream.providers.anthropic import StreamParser
 from turnstream.providers.base import BlockClosed, BlockOpened, Delta, StepEnded
-from turnstream.sse import SSEDecoder
+from turnstream.providers.http import EventStream
 
 SIZES = (2_000, 50_000, 500_000)
 FRAG = 8
@@ -57,15 +57,11 @@ def wire_path(raw: str) -> Callable[[], None]:
     chunks = [body[i:i + 16384] for i in range(0, len(body), 16384)]
 
     def run() -> None:
-        dec, parser = SSEDecoder(), StreamParser()
+        stream = EventStream(StreamParser())
         asm = Assembler(step=1, first_seq=0, origin="bench:x", provider="bench", snapshots=False)
         for c in chunks:
-            for ev in dec.feed(c):
-                out = parser.parse(ev.data)
-                if out is None:
-                    continue
-                for e in out if isinstance(out, list) else [out]:
-                    asm.feed(e)
+            for e in stream.feed(c):
+                asm.feed(e)
         assert asm.finished
 
     return run

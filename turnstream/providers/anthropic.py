@@ -9,8 +9,7 @@ payload is parsed once with orjson and mapped to a neutral event.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import orjson
@@ -27,7 +26,6 @@ from ..blocks import (
 )
 from ..errors import ProviderStreamError, StreamBrokenError, UsageError
 from ..retry import RETRYABLE_ERROR_TYPES
-from ..sse import SSEDecoder
 from . import http
 from .base import BlockClosed, BlockOpened, Delta, Message, ModelRequest, ProviderEvent, StepEnded
 
@@ -127,7 +125,7 @@ class StreamParser:
         self._stop_raw: str | None = None
         self.done = False
 
-    def parse(self, data: str) -> list[ProviderEvent] | ProviderEvent | None:
+    def parse(self, data: str) -> Sequence[ProviderEvent]:
         try:
             ev = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
@@ -137,21 +135,21 @@ class StreamParser:
             d = ev["delta"]
             dt = d.get("type")
             if dt == "text_delta":
-                return Delta(ev["index"], "text", d["text"])
+                return (Delta(ev["index"], "text", d["text"]),)
             if dt == "input_json_delta":
-                return Delta(ev["index"], "input_json", d.get("partial_json") or "")
+                return (Delta(ev["index"], "input_json", d.get("partial_json") or ""),)
             if dt == "thinking_delta":
-                return Delta(ev["index"], "thinking", d["thinking"])
+                return (Delta(ev["index"], "thinking", d["thinking"]),)
             if dt == "signature_delta":
-                return Delta(ev["index"], "signature", d["signature"])
+                return (Delta(ev["index"], "signature", d["signature"]),)
             if dt == "citations_delta":
-                return Delta(ev["index"], "citation", d.get("citation"))
+                return (Delta(ev["index"], "citation", d.get("citation")),)
             log.debug("ignored delta type %r", dt)
-            return None
+            return ()
         if t == "content_block_start":
             return self._block_start(ev["index"], ev["content_block"])
         if t == "content_block_stop":
-            return BlockClosed(ev["index"])
+            return (BlockClosed(ev["index"]),)
         if t == "message_start":
             msg = ev.get("message") or {}
             _usage(msg.get("usage"), self.usage)
@@ -160,33 +158,37 @@ class StreamParser:
             out: list[ProviderEvent] = []
             for i, cb in enumerate(content):  # a continuation may arrive pre-filled
                 key = f"pre{i}"
-                opened = self._block_start(key, cb)
-                out.extend(opened if isinstance(opened, list) else [opened])
+                out.extend(self._block_start(key, cb))
                 out.append(BlockClosed(key))
-            return out or None
+            return out
         if t == "message_delta":
             delta = ev.get("delta") or {}
             if delta.get("stop_reason") is not None:
                 self._stop_raw = delta["stop_reason"]
             _usage(ev.get("usage"), self.usage)
-            return None
+            return ()
         if t == "message_stop":
             self.done = True
-            return StepEnded(map_stop_reason(self._stop_raw), self.usage, self._stop_raw)
+            return (StepEnded(map_stop_reason(self._stop_raw), self.usage, self._stop_raw),)
         if t == "error":
             err = ev.get("error") or {}
             etype = err.get("type")
             raise ProviderStreamError(str(err.get("message") or "error event in the stream"), status=200,
                                       error_type=etype, retryable=etype in RETRYABLE_ERROR_TYPES)
-        return None  # ping and event types this version does not know
+        return ()  # ping and event types this version does not know
 
-    def _block_start(self, key: int | str, cb: dict[str, Any]) -> list[ProviderEvent] | ProviderEvent:
+    def end_of_body(self) -> Sequence[ProviderEvent]:
+        if not self.done:
+            raise StreamBrokenError("the stream ended without message_stop", retryable=True)
+        return ()
+
+    def _block_start(self, key: int | str, cb: dict[str, Any]) -> Sequence[ProviderEvent]:
         kind = cb.get("type")
         if kind == "text":
             opened = BlockOpened(key, "text")
             if cb.get("text"):
-                return [opened, Delta(key, "text", cb["text"])]
-            return opened
+                return (opened, Delta(key, "text", cb["text"]))
+            return (opened,)
         if kind == "thinking":
             evs: list[ProviderEvent] = [BlockOpened(key, "thinking")]
             if cb.get("thinking"):
@@ -195,11 +197,11 @@ class StreamParser:
                 evs.append(Delta(key, "signature", cb["signature"]))
             return evs
         if kind == "redacted_thinking":
-            return BlockOpened(key, "redacted_thinking", data={"data": cb.get("data", "")})
+            return (BlockOpened(key, "redacted_thinking", data={"data": cb.get("data", "")}),)
         if kind == "tool_use":
             data = {"input": cb["input"]} if cb.get("input") else None
-            return BlockOpened(key, "tool_use", tool_use_id=cb.get("id"), name=cb.get("name"), data=data)
-        return BlockOpened(key, "provider", data=dict(cb))
+            return (BlockOpened(key, "tool_use", tool_use_id=cb.get("id"), name=cb.get("name"), data=data),)
+        return (BlockOpened(key, "provider", data=dict(cb)),)
 
 
 class AnthropicProvider:
@@ -220,27 +222,8 @@ class AnthropicProvider:
     def origin(self) -> str:
         return f"{self.name}:{self.model}"
 
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
-        parser = StreamParser()
-        decoder = SSEDecoder()
-        body = request_body(request)
-        async with aclosing(http.open_stream(self._client, self.url, self._headers, body)) as chunks:
-            async for chunk in chunks:
-                for sse in decoder.feed(chunk):
-                    out = parser.parse(sse.data)
-                    if out is None:
-                        continue
-                    if isinstance(out, list):
-                        for ev in out:
-                            yield ev
-                    else:
-                        yield out
-                if parser.done:
-                    await http.drain(chunks)
-                    return
-        decoder.flush()
-        if not parser.done:
-            raise StreamBrokenError("the stream ended without message_stop", retryable=True)
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
+        return http.stream_events(self._client, self.url, self._headers, request_body(request), StreamParser())
 
     async def aclose(self) -> None:
         await self._client.aclose()

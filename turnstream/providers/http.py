@@ -11,9 +11,9 @@ import functools
 import logging
 import os
 import ssl
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from contextlib import aclosing, asynccontextmanager
+from typing import Any, Protocol
 
 import anyio
 import httpx2 as httpx
@@ -21,6 +21,8 @@ import orjson
 
 from ..errors import ProviderError, ProviderStatusError, StreamBrokenError
 from ..retry import RETRYABLE_ERROR_TYPES, is_hopeless_429, is_retryable_status, parse_retry_after
+from ..sse import SSEDecoder
+from .base import ProviderEvent
 
 log = logging.getLogger("turnstream.providers")
 
@@ -142,3 +144,53 @@ async def open_stream(pool: ClientPool, url: str, headers: dict[str, str],
         # Before any byte of the body arrived: a connection problem, safe to retry.
         raise ProviderError(f"connection failed: {type(exc).__name__}: {exc}", retryable=True,
                             error_type="connection_error") from exc
+
+
+class SSEParser(Protocol):
+    """One API's payload parser: ``parse`` maps one SSE ``data`` to neutral events, ``done``
+    turns true at the final event, ``end_of_body`` says what a body that ended means."""
+
+    done: bool
+
+    def parse(self, data: str) -> Sequence[ProviderEvent]: ...
+
+    def end_of_body(self) -> Sequence[ProviderEvent]:
+        """Events owed when the body ended (or StreamBrokenError when it ended too early)."""
+        ...
+
+
+class EventStream:
+    """Body chunks to neutral events through one parser, with no I/O: what every adapter and
+    the recorded-stream tests run."""
+
+    __slots__ = ("decoder", "parser")
+
+    def __init__(self, parser: SSEParser) -> None:
+        self.decoder = SSEDecoder()
+        self.parser = parser
+
+    def feed(self, chunk: bytes) -> Iterator[ProviderEvent]:
+        """The chunk's events, one at a time: those before a bad payload still come out
+        before its error is raised, so a failed step keeps what had arrived."""
+        parse = self.parser.parse
+        for sse in self.decoder.feed(chunk):
+            yield from parse(sse.data)
+
+    def finish(self) -> Sequence[ProviderEvent]:
+        self.decoder.flush()
+        return self.parser.end_of_body()
+
+
+async def stream_events(pool: ClientPool, url: str, headers: dict[str, str], body: dict[str, Any],
+                        parser: SSEParser) -> AsyncGenerator[ProviderEvent, None]:
+    """POST ``body`` and yield the neutral events of its SSE response, ending at the final one."""
+    events = EventStream(parser)
+    async with aclosing(open_stream(pool, url, headers, body)) as chunks:
+        async for chunk in chunks:
+            for ev in events.feed(chunk):
+                yield ev
+            if parser.done:
+                await drain(chunks)
+                return
+    for ev in events.finish():
+        yield ev

@@ -43,7 +43,6 @@ import logging
 import secrets
 import string
 from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -52,7 +51,6 @@ import orjson
 from ..blocks import StopReason, TextBlock, ToolUseBlock, Usage
 from ..errors import ProviderStreamError, StreamBrokenError, UsageError
 from ..retry import RETRYABLE_ERROR_TYPES
-from ..sse import SSEDecoder
 from . import http
 from .base import BlockClosed, BlockOpened, Delta, Message, ModelRequest, ProviderEvent, StepEnded, user_parts
 
@@ -330,44 +328,39 @@ class StreamParser:
         return self._finish("without [DONE]")
 
 
+def endpoint(base_url: str | None, api_key: str | None) -> tuple[str, bool, str, dict[str, str]]:
+    """Where an OpenAI-format server is (``OPENAI_BASE_URL``), whether it is OpenAI's own, the key
+    (``OPENAI_API_KEY``; local servers such as Ollama, vLLM or llama.cpp take any) and the headers."""
+    root = (base_url or http.env("OPENAI_BASE_URL", OPENAI_BASE_URL) or OPENAI_BASE_URL).rstrip("/")
+    native = is_openai_host(root)
+    key = api_key or http.env("OPENAI_API_KEY")
+    if not key:
+        if native:
+            raise UsageError("OPENAI_API_KEY is not set (or pass api_key=)")
+        key = "none"
+    headers = {"authorization": f"Bearer {key}", "content-type": "application/json", "accept": "text/event-stream"}
+    return root, native, key, headers
+
+
 class OpenAIChatProvider:
     name = "openai"
 
     def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
                  tool_id_style: ToolIdStyle | None = None) -> None:
         self.model = model
-        root = (base_url or http.env("OPENAI_BASE_URL", OPENAI_BASE_URL) or OPENAI_BASE_URL).rstrip("/")
-        self.openai_native = is_openai_host(root)
-        self.api_key = api_key or http.env("OPENAI_API_KEY")
-        if not self.api_key:
-            if self.openai_native:
-                raise UsageError("OPENAI_API_KEY is not set (or pass api_key=)")
-            self.api_key = "none"  # local servers (Ollama, vLLM, llama.cpp) take any key
+        root, self.openai_native, self.api_key, self._headers = endpoint(base_url, api_key)
         self.url = root + "/chat/completions"
         self.tool_id_style: ToolIdStyle = tool_id_style or ("openai" if self.openai_native else "short")
         self._client = http.ClientPool()
-        self._headers = {"authorization": f"Bearer {self.api_key}", "content-type": "application/json",
-                         "accept": "text/event-stream"}
 
     @property
     def origin(self) -> str:
         return f"{self.name}:{self.model}"
 
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
-        parser = StreamParser(id_style=self.tool_id_style)
-        decoder = SSEDecoder()
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         body = request_body(request, openai_native=self.openai_native)
-        async with aclosing(http.open_stream(self._client, self.url, self._headers, body)) as chunks:
-            async for chunk in chunks:
-                for sse in decoder.feed(chunk):
-                    for ev in parser.parse(sse.data):
-                        yield ev
-                if parser.done:
-                    await http.drain(chunks)
-                    return
-        decoder.flush()
-        for ev in parser.end_of_body():
-            yield ev
+        return http.stream_events(self._client, self.url, self._headers, body,
+                                  StreamParser(id_style=self.tool_id_style))
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from typing import Any
 
 import orjson
@@ -56,15 +55,13 @@ from ..blocks import (
     ToolUseBlock,
     Usage,
 )
-from ..errors import StreamBrokenError, UsageError
-from ..sse import SSEDecoder
+from ..errors import StreamBrokenError
 from . import http
 from .base import BlockClosed, BlockOpened, Delta, ModelRequest, ProviderEvent, StepEnded, user_parts
 from .openai_chat import (
-    OPENAI_BASE_URL,
     ToolIdStyle,
     arguments_text,
-    is_openai_host,
+    endpoint,
     new_tool_id,
     stream_error,
 )
@@ -370,10 +367,11 @@ class StreamParser:
         out.append(StepEnded(stop, self.usage, raw))
         return out
 
-    def end_of_body(self) -> None:
+    def end_of_body(self) -> list[ProviderEvent]:
         if not self.done:
             raise StreamBrokenError("the stream ended without response.completed, response.incomplete "
                                     "or response.failed", retryable=True)
+        return []
 
 
 class OpenAIResponsesProvider:
@@ -382,37 +380,18 @@ class OpenAIResponsesProvider:
     def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
                  tool_id_style: ToolIdStyle | None = None) -> None:
         self.model = model
-        root = (base_url or http.env("OPENAI_BASE_URL", OPENAI_BASE_URL) or OPENAI_BASE_URL).rstrip("/")
-        native = is_openai_host(root)
-        self.api_key = api_key or http.env("OPENAI_API_KEY")
-        if not self.api_key:
-            if native:
-                raise UsageError("OPENAI_API_KEY is not set (or pass api_key=)")
-            self.api_key = "none"
+        root, native, self.api_key, self._headers = endpoint(base_url, api_key)
         self.url = root + "/responses"
         self.tool_id_style: ToolIdStyle = tool_id_style or ("openai" if native else "short")
         self._client = http.ClientPool()
-        self._headers = {"authorization": f"Bearer {self.api_key}", "content-type": "application/json",
-                         "accept": "text/event-stream"}
 
     @property
     def origin(self) -> str:
         return f"{self.name}:{self.model}"
 
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
-        parser = StreamParser(id_style=self.tool_id_style)
-        decoder = SSEDecoder()
-        body = request_body(request)
-        async with aclosing(http.open_stream(self._client, self.url, self._headers, body)) as chunks:
-            async for chunk in chunks:
-                for sse in decoder.feed(chunk):
-                    for ev in parser.parse(sse.data):
-                        yield ev
-                if parser.done:
-                    await http.drain(chunks)
-                    return
-        decoder.flush()
-        parser.end_of_body()
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
+        return http.stream_events(self._client, self.url, self._headers, request_body(request),
+                                  StreamParser(id_style=self.tool_id_style))
 
     async def aclose(self) -> None:
         await self._client.aclose()

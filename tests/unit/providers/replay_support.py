@@ -26,9 +26,10 @@ from turnstream.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from turnstream.errors import ProviderError, StreamBrokenError
+from turnstream.errors import ProviderError
 from turnstream.providers import anthropic, openai_chat, openai_responses
 from turnstream.providers.base import ModelRequest, ProviderEvent, StepEnded, ToolSpec
+from turnstream.providers.http import EventStream, SSEParser
 from turnstream.sse import SSEDecoder
 from turnstream.transcript import repair, turn_messages
 from turnstream.validate import anthropic_errors, openai_chat_errors, openai_responses_errors
@@ -83,39 +84,21 @@ class Outcome:
 
 def drive(api: str, pieces: Iterable[bytes], *, id_style: openai_chat.ToolIdStyle = "openai") -> Outcome:
     """Feed body pieces as the provider does; the events it yields, and the error it raises."""
-    decoder = SSEDecoder()
+    parser: SSEParser
+    if api == "anthropic-messages":
+        parser = anthropic.StreamParser()
+    elif api == "openai-chat":
+        parser = openai_chat.StreamParser(id_style=id_style)
+    else:
+        parser = openai_responses.StreamParser(id_style=id_style)
+    stream = EventStream(parser)  # what every adapter runs over its HTTP body (providers/http.py)
     events: list[ProviderEvent] = []
     try:
-        if api == "anthropic-messages":
-            ap = anthropic.StreamParser()
-            for piece in pieces:
-                for sse in decoder.feed(piece):
-                    out = ap.parse(sse.data)
-                    if out is not None:
-                        events.extend(out if isinstance(out, list) else [out])
-                if ap.done:
-                    return Outcome(events, None)
-            decoder.flush()
-            if not ap.done:
-                raise StreamBrokenError("the stream ended without message_stop", retryable=True)
-        elif api == "openai-chat":
-            cp = openai_chat.StreamParser(id_style=id_style)
-            for piece in pieces:
-                for sse in decoder.feed(piece):
-                    events.extend(cp.parse(sse.data))
-                if cp.done:
-                    return Outcome(events, None)
-            decoder.flush()
-            events.extend(cp.end_of_body())
-        else:
-            rp = openai_responses.StreamParser(id_style=id_style)
-            for piece in pieces:
-                for sse in decoder.feed(piece):
-                    events.extend(rp.parse(sse.data))
-                if rp.done:
-                    return Outcome(events, None)
-            decoder.flush()
-            rp.end_of_body()
+        for piece in pieces:
+            events.extend(stream.feed(piece))
+            if parser.done:
+                return Outcome(events, None)
+        events.extend(stream.finish())
     except ProviderError as exc:
         return Outcome(events, exc)
     return Outcome(events, None)
