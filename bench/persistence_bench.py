@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
+from store_bench import pg_schema  # beside this file: one scratch-schema helper for both benches
 
 from turnstream import Agent, tool
 from turnstream.providers.anthropic import AnthropicProvider
@@ -111,31 +112,6 @@ async def mock_provider(tmp: Path) -> AsyncIterator[str]:
             proc.wait()
         if proc.stderr:
             proc.stderr.close()
-
-
-@asynccontextmanager
-async def pg_schema(url: str) -> AsyncIterator[str | None]:
-    """A scratch schema on the server at ``url``, dropped afterwards (None when none answers)."""
-    try:
-        import psycopg
-    except ImportError:
-        progress("postgres: psycopg is not installed; skipped")
-        yield None
-        return
-    schema = f"bench_{os.getpid()}_{int(time.time())}"
-    try:
-        admin = await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        progress(f"postgres: not reachable at {url} ({str(exc).strip()}); skipped")
-        yield None
-        return
-    async with admin:
-        await admin.execute(f"CREATE SCHEMA {schema}")
-        sep = "&" if "?" in url else "?"
-        try:
-            yield f"{url}{sep}options=-csearch_path%3D{schema}"
-        finally:
-            await admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @tool
