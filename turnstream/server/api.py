@@ -173,6 +173,9 @@ class Api:
 API = Api()
 _ERRORS = {401: "No valid API key.", 404: "Not found (or not yours).", 409: "Conflict with the turn's state.",
            422: "Invalid input; the message names the field."}
+OVERLOADED = {503: Reply("At capacity: the turn waited too long to start (TURNSTREAM_ADMIT_MAX_WAIT); "
+                         "try again after Retry-After seconds.", ErrorOut)}
+"""The extra reply of the routes that start a turn (admission.py)."""
 
 
 def _wrap(ep: Endpoint, state: AppState) -> Callable[[Request], Awaitable[Response]]:
@@ -185,4 +188,4 @@ def _wrap(ep: Endpoint, state: AppState) -> Callable[[Request], Awaitable[Respon
     return endpoint
 
 
-__all__ = ["API", "Api", "Call", "Reply"]
+__all__ = ["API", "OVERLOADED", "Api", "Call", "Reply"]

@@ -15,7 +15,7 @@ from starlette.responses import Response
 
 from ..blocks import Session, ToolResultBlock, ToolUseBlock
 from .aisdk import UIMessageStreamEncoder, answer_content, message_text, tool_answers, ui_stream_response
-from .api import API, Call, Reply
+from .api import API, OVERLOADED, Call, Reply
 from .errors import conflict, invalid_field, not_found
 from .follow import Follower
 from .models import ChatRequest
@@ -74,7 +74,7 @@ async def _continue(state: AppState, session: Session, body: ChatRequest) -> tup
 
 @API.route("POST", "/api/chat", summary="AI SDK UI message stream (useChat): a chat id is a session",
            body=ChatRequest,
-           replies={200: Reply("UI message stream v1 chunks, then [DONE].", None, "text/event-stream")})
+           replies={200: Reply("UI message stream v1 chunks, then [DONE].", None, "text/event-stream"), **OVERLOADED})
 async def chat(call: Call) -> Response:
     state = call.state
     body = call.parsed(ChatRequest)

@@ -10,7 +10,8 @@ from ..blocks import Session, Turn
 from ..bus import Envelope
 from ..loop import submit_tool_result
 from ..store import TurnConflictError
-from .api import API, Call, Reply
+from .admission import Overloaded
+from .api import API, OVERLOADED, Call, Reply
 from .auth import owned_session, owned_turn
 from .errors import ApiError, conflict, invalid_field, not_found
 from .follow import Follower
@@ -40,12 +41,15 @@ async def start_turn(state: AppState, session: Session, message: str,
     except TurnConflictError as exc:
         raise conflict(f"turn {exc.turn_id} is still open in this session (running or waiting for tool "
                        "results); wait for it, answer it, or cancel it") from None
+    except Overloaded as exc:
+        raise ApiError(503, "overloaded", str(exc), headers={"Retry-After": str(exc.retry_after)}) from None
     return Follower(state.store, state.bus, session.id, turn_id, 0, sub=sub,
                     ping_interval=state.settings.ping_interval)
 
 
 @API.route("POST", "/api/sessions/{session_id}/turns", summary="Send a message: the turn's events stream back",
-           body=TurnCreate, replies={200: Reply("The turn's events (SPEC §8) until turn_complete.", None, SSE)})
+           body=TurnCreate,
+           replies={200: Reply("The turn's events (SPEC §8) until turn_complete.", None, SSE), **OVERLOADED})
 async def create_turn(call: Call) -> Response:
     state = call.state
     body = call.parsed(TurnCreate)

@@ -47,6 +47,11 @@ class Settings:
     heartbeat_interval: float = 10.0
     stale_after: float = 45.0
     """With a shared database: a running turn whose process has not beaten for this long is recovered."""
+    admit_max_lag: float = 0.015
+    """New turns wait while the event loop runs later than this, in seconds (admission.py;
+    ``TURNSTREAM_ADMIT_MAX_LAG_MS``, 0 turns the gate off)."""
+    admit_max_wait: float = 60.0
+    """A turn not admitted after this many seconds gets 503 (``TURNSTREAM_ADMIT_MAX_WAIT``)."""
     scenario_dir: Path | None = None
     """Where a session may take ``scripted:`` scenario files from (``TURNSTREAM_SCENARIO_DIR``);
     without it, sessions may only name built-in scenarios, so no client can make the server read a
@@ -77,9 +82,11 @@ class AppState:
     _providers: dict[str, Provider] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        from .admission import Admission
         from .turns import TurnManager
 
-        self.turns = TurnManager(self.store, self.bus, self.config_for)
+        admission = Admission(max_lag=self.settings.admit_max_lag, max_wait=self.settings.admit_max_wait)
+        self.turns = TurnManager(self.store, self.bus, self.config_for, admission=admission)
         self.auth = Authenticator(self.store)
 
     def provider(self, model: str | None) -> Provider:

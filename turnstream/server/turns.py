@@ -30,6 +30,7 @@ from ..bus import Bus, Envelope, Subscription
 from ..events import StreamEvent, TurnStart
 from ..loop import CANCELLED, RunConfig, TurnRunner
 from ..store import Store, StoredEvent
+from .admission import Admission
 
 log = logging.getLogger("turnstream.server.turns")
 
@@ -46,10 +47,13 @@ class _Live:
 
 
 class TurnManager:
-    def __init__(self, store: Store, bus: Bus, config_for: Callable[[Session], RunConfig]) -> None:
+    def __init__(self, store: Store, bus: Bus, config_for: Callable[[Session], RunConfig], *,
+                 admission: Admission | None = None) -> None:
         self.store = store
         self.bus = bus
         self.config_for = config_for
+        self.admission = admission or Admission(max_lag=0)
+        """Holds new turns back while the event loop runs late (admission.py); off by default."""
         self._live: dict[str, _Live] = {}
         self._running: set[_Live] = set()
         """Every driving task's record, also before its turn id is known."""
@@ -66,7 +70,14 @@ class TurnManager:
     async def start(self, session: Session, message: str,
                     client_tools: list[dict[str, Any]] | None = None) -> tuple[str, Subscription]:
         """Start a turn; return its id and a subscription that has every event from the
-        first. Raises ``TurnConflictError`` when the session has an open turn."""
+        first. Raises ``TurnConflictError`` when the session has an open turn, ``Overloaded``
+        when the turn could not be admitted in time."""
+        await self.admission.admit()
+        try:
+            config = self.config_for(session)
+        except BaseException:
+            self.admission.release()
+            raise
         loop = asyncio.get_running_loop()
         sub = self.bus.subscription()
         ready: asyncio.Future[str] = loop.create_future()
@@ -83,11 +94,12 @@ class TurnManager:
                     ready.set_result(ev.turn_id)
             self.bus.publish(session.id, ev)
 
-        runner = TurnRunner(self.config_for(session), self.store, on_event=on_event)
+        runner = TurnRunner(config, self.store, on_event=on_event)
         live = _Live(runner, session.id)
         task = self._spawn(live, runner.run(session.id, message, client_tools=client_tools))
 
         def on_done(t: asyncio.Task[None]) -> None:
+            self.admission.release()
             if not ready.done():
                 exc = None if t.cancelled() else t.exception()
                 ready.set_exception(exc or RuntimeError("the turn ended before it started"))
@@ -195,6 +207,7 @@ class TurnManager:
 
     async def aclose(self) -> None:
         """Cancel every turn this process drives and wait until each is closed out."""
+        await self.admission.aclose()
         lives = list(self._running)
         for live in lives:
             _request_cancel(live)
