@@ -193,8 +193,12 @@ def format_number(value: Number) -> str:
     return str(value) if isinstance(value, int) else repr(value)
 
 
+# A coroutine, so it runs on the event loop: the limits above bound an evaluation to well
+# under a millisecond, and a worker-thread hop (what a plain function gets) cost the server
+# more CPU than the arithmetic (1.4 % of its samples at 1,000 concurrent turns, in the
+# thread hand-off alone).
 @tool(timeout=5)
-def calculator(expression: str) -> str:
+async def calculator(expression: str) -> str:
     """Evaluate an arithmetic expression exactly as Python would, for example '(2 + 3) * 4 / 7'.
 
     Supports + - * / // % ** and parentheses, the constants pi, e and tau, and the functions
