@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -67,14 +66,11 @@ def _sqlite(path: Path) -> Backend:
 
 
 def _postgres(url: str) -> Backend:
-    import psycopg
-
+    from tests.support.pg import fetch
     from turnstream.store.postgres import PostgresStore
 
     async def sql(query: str) -> list[tuple[Any, ...]]:
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-            cur = await conn.execute(query.encode())
-            return await cur.fetchall()
+        return await fetch(url, query)
 
     async def raw() -> str:
         rows = await sql("SELECT string_agg(u::text, ' ') FROM users u")
@@ -87,16 +83,10 @@ def _postgres(url: str) -> Backend:
 def pg_schema_url(pg_url: str) -> Iterator[str]:
     """The session's PostgreSQL database, seen through a fresh schema of this test's own
     (``search_path``), so that every test starts from an empty, unmigrated database."""
-    import psycopg
+    from tests.support.pg import scratch_schema_sync
 
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield f"{pg_url}?options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    with scratch_schema_sync(pg_url, "t") as url:
+        yield url
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -9,24 +9,10 @@ import shutil
 import subprocess
 import tempfile
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-
-
-async def pg_schema_url(pg_url: str) -> AsyncIterator[str]:
-    import psycopg
-
-    schema = f"recovery_{uuid.uuid4().hex[:10]}"
-    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as admin:
-        await admin.execute(f"CREATE SCHEMA {schema}")
-        sep = "&" if "?" in pg_url else "?"
-        try:
-            yield f"{pg_url}{sep}options=-csearch_path%3D{schema}"
-        finally:
-            await admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -35,7 +21,9 @@ async def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'turns.db'}"
         return
-    async for url in pg_schema_url(request.getfixturevalue("pg_url")):
+    from tests.support.pg import scratch_schema
+
+    async with scratch_schema(request.getfixturevalue("pg_url"), "recovery") as url:
         yield url
 
 

@@ -4,12 +4,9 @@ scenarios its sessions play (each session picks one as its ``model``)."""
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -91,30 +88,10 @@ def other_key(server: Server, workdir: Path) -> str:
     return add_user(server.db, "bob", workdir)
 
 
-_PG_ADMIN = [u for u in (os.environ.get("TURNSTREAM_TEST_PG"),
-                         "postgresql://postgres@127.0.0.1:5432/postgres",
-                         "postgresql://root@127.0.0.1:5432/postgres") if u]
-
-
 @pytest.fixture
 def fresh_pg() -> Iterator[str]:
     """A new PostgreSQL database for one test, dropped after it."""
-    import psycopg
+    from tests.support.pg import scratch_database
 
-    errors = []
-    for admin in _PG_ADMIN:
-        try:
-            conn = psycopg.connect(admin, autocommit=True, connect_timeout=5)
-            break
-        except psycopg.OperationalError as exc:
-            errors.append(str(exc).strip())
-    else:
-        pytest.fail("PostgreSQL is not reachable (make postgres): " + "; ".join(errors))
-    name = f"turnstream_srv_{uuid.uuid4().hex[:12]}"
-    with conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield urlsplit(admin)._replace(path=f"/{name}").geturl()
-    finally:
-        with psycopg.connect(admin, autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database("turnstream_srv", hint="make postgres") as url:
+        yield url
