@@ -27,12 +27,15 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from .events import StreamEvent
 from .store.protocol import StoredEvent
+
+if TYPE_CHECKING:
+    from .store.postgres import Conn
 
 log = logging.getLogger("turnstream.bus")
 
@@ -324,20 +327,24 @@ class PostgresBus(Bus):
         self._enqueue({"k": "c", "a": action, "t": turn_id})
 
     async def _send(self) -> None:
-        import psycopg
+        from .store.postgres import close, connect
 
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                conn = await connect(self.url)
+                try:
                     while True:
                         payload = await self._outbox.get()
                         if payload is None:
                             return
                         try:
-                            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload.decode()))
-                        except psycopg.OperationalError:
-                            self._outbox.put_nowait(payload)  # resent on the next connection
+                            await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, payload.decode())
+                        except Exception:
+                            if conn.is_closed():  # the connection was lost: resent on the next one
+                                self._outbox.put_nowait(payload)
                             raise
+                finally:
+                    await close(conn)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -346,23 +353,35 @@ class PostgresBus(Bus):
 
     # incoming ----------------------------------------------------------------------------
     async def _listen(self) -> None:
-        import psycopg
+        from .store.postgres import close, connect
 
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
-                    self._listening.set()
-                    async for note in conn.notifies():
-                        try:
-                            await self._receive(orjson.loads(note.payload))
-                        except Exception:
-                            log.exception("bus: a notification could not be handled")
+                conn = await connect(self.url)
+                try:
+                    await self._listen_on(conn)
+                finally:
+                    await close(conn)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("bus: listening failed (%s); reconnecting", exc)
                 await asyncio.sleep(0.5)
+
+    async def _listen_on(self, conn: Conn) -> None:
+        """LISTEN on one connection and handle what arrives, until the connection is lost."""
+        # asyncpg calls these two from its protocol; the payloads are handled here, one at a
+        # time in arrival order, and None (the connection was lost) ends the loop.
+        inbox: asyncio.Queue[str | None] = asyncio.Queue()
+        conn.add_termination_listener(lambda _conn: inbox.put_nowait(None))
+        await conn.add_listener(CHANNEL, lambda _conn, _pid, _channel, payload: inbox.put_nowait(str(payload)))
+        self._listening.set()
+        while (payload := await inbox.get()) is not None:
+            try:
+                await self._receive(orjson.loads(payload))
+            except Exception:
+                log.exception("bus: a notification could not be handled")
+        raise ConnectionError("the listening connection was closed")
 
     async def _receive(self, doc: dict[str, Any]) -> None:
         if doc.get("o") == self.origin:

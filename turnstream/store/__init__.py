@@ -19,7 +19,7 @@ def open_store(url: str | None = None) -> Store:
 
     ``None`` reads ``TURNSTREAM_DB``, else ``sqlite:///./turnstream.db``. Forms:
     ``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``sqlite:///:memory:`` (a private
-    database), ``postgresql://…`` or ``postgres://…`` (any libpq URL), ``memory://``.
+    database), ``postgresql://…`` or ``postgres://…`` (a libpq-style URL), ``memory://``.
     """
     if url is None:
         url = os.environ.get("TURNSTREAM_DB") or DEFAULT_DB
@@ -36,11 +36,13 @@ def open_store(url: str | None = None) -> Store:
         from .sqlite import SQLiteStore
 
         return SQLiteStore(rest[1:])
+    # postgresql+psycopg:// (SQLAlchemy's spelling, from when the store ran on psycopg) is
+    # still accepted: it names the same database.
     if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
         try:
             from .postgres import PostgresStore
         except ImportError as exc:
-            raise MissingExtraError("postgres", "psycopg") from exc
+            raise MissingExtraError("postgres", "asyncpg") from exc
         return PostgresStore("postgresql://" + rest)
     # Only the scheme is echoed: the rest of the URL may hold a password.
     raise UsageError(f"unknown database URL scheme {scheme + '://'!r} (--db / TURNSTREAM_DB); use {_FORMS}")
