@@ -66,24 +66,26 @@ async def measure(store: Store, turns: int, seconds: float, limit: int) -> float
 async def pg_schema(url: str) -> AsyncIterator[str | None]:
     """A scratch schema on the server at ``url`` (None when no server answers)."""
     try:
-        import psycopg
+        import asyncpg
     except ImportError:
         yield None
         return
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     try:
-        admin = await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        progress(f"postgres: not reachable at {url} ({str(exc).strip()}); skipped")
+        admin = await asyncpg.connect(url, timeout=3)
+    except (OSError, asyncpg.PostgresError) as exc:  # refused, timed out (an OSError), role unknown
+        progress(f"postgres: not reachable at {url} ({type(exc).__name__}: {str(exc).strip()}); skipped")
         yield None
         return
-    async with admin:
+    try:
         await admin.execute(f"CREATE SCHEMA {schema}")
         sep = "&" if "?" in url else "?"
         try:
             yield f"{url}{sep}options=-csearch_path%3D{schema}"
         finally:
             await admin.execute(f"DROP SCHEMA {schema} CASCADE")
+    finally:
+        await admin.close()
 
 
 async def main() -> None:
