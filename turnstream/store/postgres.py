@@ -1,15 +1,15 @@
 """PostgreSQL store on asyncpg, shareable by several server processes.
 
 Why asyncpg: the client's CPU per store call, which an agent turn pays about 13 times. The
-guarded block write (``append_block`` of a 2 KB tool_use block, one statement) measured
-about 135 µs of client CPU per call with psycopg 3 and about 70 µs with asyncpg;
-``create_session`` and ``create_turn`` went from about 110 to about 65 µs. asyncpg's
-protocol and parameter encoding are compiled (Cython), where psycopg runs several Python
-layers per statement, and asyncpg keeps each statement prepared per connection (its
-statement cache, on by default), so a repeated statement is only bound and executed.
-asyncpg takes positional ``$n`` parameters; the statements below that are composed from
-fragments are written with named ``%(name)s`` parameters for readability and turned into
-the positional form once, at import (``_Sql``).
+guarded block write (``append_block`` of a 2 KB tool_use block, one statement) took about
+half the client CPU with asyncpg (67–94 µs per call) as with psycopg 3 (131–182 µs),
+measured interleaved on one machine; ``create_session`` and ``create_turn`` about 40 %
+less (105–160 µs → 53–88 µs). asyncpg's protocol and parameter encoding are compiled
+(Cython), where psycopg runs several Python layers per statement, and asyncpg keeps each
+statement prepared per connection (its statement cache, on by default), so a repeated
+statement is only bound and executed. asyncpg takes positional ``$n`` parameters; the
+statements below that are composed from fragments are written with named ``%(name)s``
+parameters for readability and turned into the positional form once, at import (``_Sql``).
 
 Connections: a small pool of our own (``pool_size``, default 4) rather than one
 connection behind a lock. One connection would queue every turn of the process behind the
