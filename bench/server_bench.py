@@ -21,6 +21,12 @@ Also measured: time to first event (POST sent -> ``turn_start`` received); turn 
 against the same turn alone (N = 1); throughput; the CPU every process used (server, mock,
 clients) and the machine's load; server RSS (peak and after the run).
 
+Past what one core carries, the server admits new turns as running ones end
+(``turnstream/server/admission.py``): a turn that waits at the door waits before its
+``turn_start``, so that wait shows in the time to first event and the turn duration (both
+counted from the POST), never in the added latency per event. ``TURNSTREAM_ADMIT_MAX_LAG_MS=0``
+in the environment turns the gate off for comparison.
+
 Targets (issue 5): no errors, p99 added latency per event < 50 ms, RSS < 1 GiB at N = 1,000.
 
     python bench/server_bench.py [--n 100 1000] [--delay-ms 25] [--ramp-s 1] [--quick]
