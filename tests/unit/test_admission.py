@@ -1,35 +1,64 @@
 """The admission gate for new turns (server/admission.py): its policy, tick by tick.
 
 The watcher's own timer is set an hour ahead here, so that nothing but the test calls
-``tick``: each test plays the loop's lag it wants to see."""
+``tick``: each test plays the loop's lag and CPU use it wants the gate to see."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 
 import pytest
 
-from turnstream.server.admission import CUT_EVERY, MIN_LIMIT, Admission, Overloaded
+from turnstream.server.admission import BUSY_GROW, MIN_LIMIT, PACE, WINDOW, Admission, Overloaded
 
 HOUR = 3600.0
+ON_TIME, LATE = 0.001, 0.050  # the gate's max_lag is 10 ms
+BUSY = 0.95  # over BUSY_GROW: the limit does not grow
+
+
+def make(limit: int, max_wait: float = 30) -> Admission:
+    return Admission(max_lag=0.010, interval=HOUR, max_wait=max_wait, limit=limit)
 
 
 @pytest.fixture
 async def gate() -> AsyncIterator[Admission]:
-    adm = Admission(max_lag=0.015, interval=HOUR, max_wait=30, limit=4)
+    adm = make(4)
     yield adm
     await adm.aclose()
 
 
-def waiter(adm: Admission) -> asyncio.Task[None]:
-    return asyncio.ensure_future(adm.admit())
+def waiters(adm: Admission, n: int) -> list[asyncio.Task[None]]:
+    return [asyncio.ensure_future(adm.admit()) for _ in range(n)]
 
 
 async def settle() -> None:
     """Let the tasks just created run up to their first wait (scheduling, not timing)."""
     for _ in range(3):
         await asyncio.sleep(0)
+
+
+async def tick(adm: Admission, lag: float = ON_TIME, busy: float = BUSY, times: int = 1) -> None:
+    for _ in range(times):
+        adm.tick(lag, busy)
+    await settle()
+
+
+async def align(adm: Admission) -> None:
+    """Tick (busy, on time) to the end of the gate's current decision window."""
+    while adm._ticks % WINDOW:
+        await tick(adm)
+
+
+async def fill(adm: Admission) -> None:
+    """Admit turns up to the limit (a tick lets limit / PACE in)."""
+    while adm.running < adm.limit:
+        before = adm.running
+        if adm.waiting == 0:
+            waiters(adm, adm.limit - adm.running)
+        await tick(adm)
+        assert adm.running > before
 
 
 async def test_off_admits_everything_at_once() -> None:
@@ -40,70 +69,103 @@ async def test_off_admits_everything_at_once() -> None:
     assert adm.waiting == 0 and adm.running == 0 and adm._watcher is None
 
 
-async def test_turns_past_the_limit_wait_for_one_to_end(gate: Admission) -> None:
-    for _ in range(4):
-        await asyncio.wait_for(gate.admit(), 1)
-    late = [waiter(gate) for _ in range(3)]
-    await settle()
+async def test_turns_past_the_limit_wait_for_one_to_end_first_come_first_served(gate: Admission) -> None:
+    await fill(gate)
+    late = waiters(gate, 3)
+    await tick(gate, times=3)
     assert gate.running == 4 and gate.waiting == 3 and not any(t.done() for t in late)
-    gate.release()  # one ends: the first in line starts
-    await settle()
+    gate.release()  # one ends: the first in line starts at the next tick
+    await tick(gate)
     assert [t.done() for t in late] == [True, False, False]
     gate.release()
     gate.release()
+    await tick(gate, times=2)
     await asyncio.wait_for(asyncio.gather(*late), 1)
     assert gate.running == 4 and gate.admitted == 7 and gate.waiting == 0
 
 
-async def test_the_limit_grows_while_the_loop_is_on_time_and_turns_wait(gate: Admission) -> None:
-    for _ in range(4):
-        await gate.admit()
-    held = [waiter(gate) for _ in range(3)]
-    await settle()
-    gate.tick(0.001)  # on time, the limit holds turns back: one more may run
-    await settle()
-    assert gate.limit == 5 and [t.done() for t in held] == [True, False, False]
-    gate.tick(0.001)
-    gate.tick(0.001)
-    await asyncio.wait_for(asyncio.gather(*held), 1)
-    gate.tick(0.001)  # nobody waits: no reason to grow
-    assert gate.limit == 7 and gate.running == 7
+async def test_starts_are_paced_per_tick() -> None:
+    adm = make(100)
+    try:
+        per_tick = 100 // PACE
+        for _ in range(per_tick):  # the first tick's allowance goes at once
+            await asyncio.wait_for(adm.admit(), 1)
+        held = waiters(adm, 3 * per_tick)
+        await settle()
+        assert adm.running == per_tick and adm.waiting == 3 * per_tick
+        await tick(adm)
+        assert adm.running == 2 * per_tick
+        assert [t.done() for t in held] == [True] * per_tick + [False] * 2 * per_tick
+    finally:
+        await adm.aclose()
 
 
-async def test_a_late_loop_cuts_the_limit_once_per_burst(gate: Admission) -> None:
+async def test_the_limit_grows_while_turns_wait_and_the_core_has_room(gate: Admission) -> None:
     gate.limit = 50
-    gate.tick(0.050)  # 50 ms late: over the 15 ms limit
-    assert gate.limit == 40
-    for _ in range(CUT_EVERY - 1):
-        gate.tick(0.050)
-    assert gate.limit == 40  # the same burst of lag cuts once
-    gate.tick(0.050)
-    assert gate.limit == 32
-    for _ in range(100 * CUT_EVERY):
-        gate.tick(1.0)
+    await fill(gate)
+    waiters(gate, 30)
+    await align(gate)
+    await tick(gate, busy=BUSY, times=WINDOW)
+    assert gate.limit == 50  # the core is busy: no growth
+    await tick(gate, busy=BUSY_GROW * 0.8, times=WINDOW)
+    assert gate.limit == 52  # some room: by a 25th
+    await tick(gate, busy=0.05, times=WINDOW)
+    assert gate.limit == 58  # idle: by an eighth
+    lag_in_window = [ON_TIME] * (WINDOW - 1) + [0.012]
+    for lag in lag_in_window:  # one late tick in the window: no cut, but no growth either
+        await tick(gate, lag=lag, busy=0.05)
+    assert gate.limit == 58
+
+
+async def test_no_growth_without_turns_waiting(gate: Admission) -> None:
+    await fill(gate)
+    await tick(gate, busy=0.05, times=5 * WINDOW)
+    assert gate.limit == 4
+
+
+async def test_lasting_lag_cuts_the_limit_once_per_window(gate: Admission) -> None:
+    gate.limit = 50
+    await fill(gate)
+    await tick(gate, lag=LATE)
+    assert gate.limit == 50  # one late tick is a hiccup
+    await tick(gate, lag=LATE)
+    assert gate.limit == 40  # two: a fifth off
+    limits = []
+    for _ in range(3 * WINDOW):  # lag that goes on: a cut per window at most, each a fifth
+        await tick(gate, lag=LATE)
+        limits.append(gate.limit)
+    cuts = [i for i in range(1, len(limits)) if limits[i] != limits[i - 1]]
+    assert cuts and all(b - a >= WINDOW for a, b in itertools.pairwise(cuts))
+    assert set(limits) <= {40, 32, 26, 21} and len(cuts) >= 2
+    await tick(gate, lag=1.0, times=100 * WINDOW)
     assert gate.limit == MIN_LIMIT
+
+
+async def test_lag_with_few_turns_running_is_not_theirs(gate: Admission) -> None:
+    gate.limit = 50
+    await asyncio.wait_for(gate.admit(), 1)
+    await tick(gate, lag=LATE, times=3 * WINDOW)
+    assert gate.limit == 50
 
 
 async def test_a_cut_below_what_runs_lets_nobody_in_until_enough_end(gate: Admission) -> None:
     gate.limit = 10
-    for _ in range(10):
-        await gate.admit()
-    held = waiter(gate)
-    await settle()
-    gate.tick(0.050)  # late: the limit drops to 8 while 10 run
-    await settle()
+    await fill(gate)
+    held = waiters(gate, 1)[0]
+    await tick(gate, lag=LATE, times=2)  # the limit drops to 8 while 10 run
     assert gate.limit == 8 and not held.done()
     gate.release()
     gate.release()
-    await settle()
+    await tick(gate)
     assert not held.done()  # 8 run: still at the limit
     gate.release()
+    await tick(gate)
     await asyncio.wait_for(held, 1)
     assert gate.running == 8
 
 
 async def test_a_turn_not_admitted_in_time_is_refused_with_a_retry_hint() -> None:
-    adm = Admission(max_lag=0.015, interval=HOUR, max_wait=0.05, limit=1)
+    adm = make(1, max_wait=0.05)
     try:
         await adm.admit()
         with pytest.raises(Overloaded) as err:
@@ -115,24 +177,24 @@ async def test_a_turn_not_admitted_in_time_is_refused_with_a_retry_hint() -> Non
 
 
 async def test_a_cancelled_waiter_leaves_the_line_and_takes_no_slot(gate: Admission) -> None:
-    for _ in range(4):
-        await gate.admit()
-    first, second = waiter(gate), waiter(gate)
+    await fill(gate)
+    first, second = waiters(gate, 2)
     await settle()
     first.cancel()
     await settle()
     assert gate.waiting == 1
     gate.release()
+    await tick(gate)
     await asyncio.wait_for(second, 1)
     assert first.cancelled() and gate.running == 4
 
 
 async def test_a_waiter_let_in_as_it_is_cancelled_keeps_the_count_right(gate: Admission) -> None:
-    for _ in range(4):
-        await gate.admit()
-    late = waiter(gate)
+    await fill(gate)
+    late = waiters(gate, 1)[0]
     await settle()
-    gate.release()  # lets `late` in ...
+    gate.release()
+    gate.tick(ON_TIME, BUSY)  # lets `late` in ...
     late.cancel()  # ... as its request goes away
     try:
         await late
@@ -143,7 +205,7 @@ async def test_a_waiter_let_in_as_it_is_cancelled_keeps_the_count_right(gate: Ad
 
 
 async def test_the_watcher_stops_when_idle_and_restarts_on_demand() -> None:
-    adm = Admission(max_lag=0.015, interval=0.001, max_wait=30)
+    adm = Admission(max_lag=0.010, interval=0.001, max_wait=30)
     await adm.admit()
     adm.release()
     watcher = adm._watcher

@@ -1,4 +1,4 @@
-"""Admission of new turns: a concurrency limit that follows how late the event loop runs.
+"""Admission of new turns: a concurrency limit steered by the event loop's lag and CPU.
 
 A server process drives all its turns on one event loop, on one core. While the loop keeps
 up, a turn starts the moment it is asked for. Past what the core can carry, admitting every
@@ -6,39 +6,55 @@ turn anyway slows every stream at once: each event waits behind the work of all 
 and a user watching an answer sees it stutter. The gate keeps the running streams on time
 instead, and makes the overflow wait before it starts:
 
-* at most ``limit`` admitted turns run at once; a turn past the limit waits in line (first
-  come, first served) and starts when one ends;
-* a watcher measures the loop's lag (how late a timer set ``interval`` ahead fires) and
-  moves the limit: up by one per tick while the limit is what holds turns back and the lag
-  is under half of ``max_lag``; down by a fifth, at most once per ``CUT_EVERY`` ticks, while
-  the lag is over ``max_lag`` (additive increase, multiplicative decrease: the limit settles
-  near what the core carries, whatever a turn costs);
+* at most ``limit`` admitted turns run at once (100 to begin with); a turn past the limit
+  waits in line (first come, first served) and starts when one ends, at most
+  ``limit / PACE`` per tick;
+* a watcher measures, every ``interval``, the loop's lag (how late its timer fires) and the
+  share of a core the process used. It cuts the limit by a fifth, at most once per
+  ``WINDOW`` ticks, when the lag stays over ``max_lag`` (two late ticks in a window) while
+  the admitted turns fill at least half the limit; it grows the limit, after a whole window
+  on time and under ``BUSY_GROW`` of a core, by an eighth (a mostly idle core) or a 25th,
+  and only while turns wait for it;
 * a turn that has waited ``max_wait`` seconds is refused (``Overloaded``: ``503`` with
   ``Retry-After``), so a client never hangs on a server that cannot take it.
 
-Why a limit on running turns rather than on the rate of admissions: a turn admitted now
-loads the loop for its whole life (every step, every event), long after the lag that let it
-in was measured. Gating on the lag alone let turns in by the hundred before their load
-showed, and the latency swung (measured: p50 per event moving between 5 and 100 ms in
-half-second windows at 1,000 turns). Bounding what runs bounds the load itself.
+Why it is shaped so, from the server bench at 1,000 concurrent turns (docs/performance.md):
+a turn let in now loads the loop over its whole life, so the lag shows an admission a
+second or two late. Gating each admission on the current lag let turns in by the hundred
+before their load showed (p50 per event swinging between 5 and 100 ms); a limit grown by
+one per tick on lag alone overshot by a third; a cohort of turns that started together ends
+together, and starting all their successors at once made a burst of its own. Bounding what
+runs, growing on CPU use (which rises at once), and pacing starts keep p99 per event near
+20 ms where the ungated server gave 150-210 ms.
 
 The watcher runs only while admitted turns run or wait; an idle server does not wake up for
-it. ``max_lag <= 0`` turns the gate off. Measured effect in docs/performance.md.
+it. ``max_lag <= 0`` turns the gate off.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import time
 from collections import deque
 
+log = logging.getLogger("turnstream.server.admission")
+
 IDLE_TICKS = 100
 """Ticks with nothing running or waiting after which the watcher stops."""
-CUT_EVERY = 10
-"""Ticks between two cuts of the limit: one burst of lag cuts it once, not once per tick."""
+WINDOW = 10
+"""Ticks per decision window: the limit moves at most once per window."""
 MIN_LIMIT = 4
+BUSY_GROW = 0.7
+"""The limit grows only while the process used less than this share of a core over the
+window: CPU use rises as soon as turns are let in, long before the loop's lag shows it, so
+it stops the growth before the lag would (growing on lag alone overshot)."""
+PACE = 25
+"""At most limit / PACE turns start per tick: when a cohort of turns that started together
+ends together, their successors start spread over about PACE ticks instead of at once (a
+turn's start, with its first provider request, is its most expensive moment)."""
 
 
 class Overloaded(Exception):
@@ -51,8 +67,8 @@ class Overloaded(Exception):
 
 
 class Admission:
-    def __init__(self, *, max_lag: float = 0.015, interval: float = 0.01, max_wait: float = 60.0,
-                 limit: int = 32) -> None:
+    def __init__(self, *, max_lag: float = 0.010, interval: float = 0.01, max_wait: float = 60.0,
+                 limit: int = 100) -> None:
         self.max_lag = max_lag
         self.interval = interval
         self.max_wait = max_wait
@@ -65,7 +81,12 @@ class Admission:
         self.refused = 0
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._watcher: asyncio.Task[None] | None = None
-        self._since_cut = CUT_EVERY
+        self._ticks = 0
+        self._cut_at = -WINDOW
+        self._budget = max(1, limit // PACE)
+        self._window_max = 0.0
+        self._window_busy = 0.0
+        self._late = 0
 
     @property
     def enabled(self) -> bool:
@@ -81,7 +102,8 @@ class Admission:
         if not self.enabled:
             return
         self._watch()
-        if not self._waiting and self.running < self.limit:
+        if not self._waiting and self.running < self.limit and self._budget > 0:
+            self._budget -= 1
             self.running += 1
             self.admitted += 1
             return
@@ -109,23 +131,36 @@ class Admission:
         self._let_in()
 
     def _let_in(self) -> None:
-        while self._waiting and self.running < self.limit:
+        while self._waiting and self.running < self.limit and self._budget > 0:
             fut = self._waiting.popleft()
             if not fut.done():
                 fut.set_result(None)
+                self._budget -= 1
                 self.running += 1
                 self.admitted += 1
 
-    def tick(self, lag: float) -> None:
-        """One measurement of the loop's lag: move the limit, let waiting turns in."""
+    def tick(self, lag: float, busy: float = 0.0) -> None:
+        """One measurement: the loop's lag, and the share of a core the process used since the
+        last tick (``busy``). Moves the limit, lets waiting turns in."""
         self.lag = lag = max(0.0, lag)
-        self._since_cut += 1
-        if lag > self.max_lag:
-            if self._since_cut >= CUT_EVERY:
-                self.limit = max(MIN_LIMIT, self.limit - max(1, self.limit // 5))
-                self._since_cut = 0
-        elif lag < self.max_lag / 2 and self.running >= self.limit and self._waiting:
-            self.limit += 1
+        self._window_max = max(self._window_max, lag)
+        self._window_busy += busy
+        self._ticks += 1
+        # Cut on lag that lasts (two late ticks in a window: one hiccup is not overload), and
+        # only when the admitted turns are at least half the limit (a late loop with few turns
+        # running is not their doing: a start-up import, a slow disk).
+        self._late += lag > self.max_lag
+        if self._late >= 2 and self._ticks - self._cut_at >= WINDOW and 2 * self.running >= self.limit:
+            self.limit = max(MIN_LIMIT, self.limit - max(1, self.limit // 5))
+            self._cut_at = self._ticks
+        if self._ticks % WINDOW == 0:
+            busy, self._window_busy = self._window_busy / WINDOW, 0.0
+            calm = self._window_max < self.max_lag and self._ticks - self._cut_at >= WINDOW
+            if calm and busy < BUSY_GROW and self._waiting and self.running >= self.limit:
+                self.limit += max(1, self.limit // (8 if busy < BUSY_GROW / 2 else 25))
+            self._window_max = 0.0
+            self._late = 0
+        self._budget = max(1, self.limit // PACE)
         self._let_in()
 
     def _watch(self) -> None:
@@ -136,14 +171,22 @@ class Admission:
         loop = asyncio.get_running_loop()
         idle = 0
         try:
+            cpu, wall = time.process_time(), loop.time()
             while idle < IDLE_TICKS:
                 due = loop.time() + self.interval
                 await asyncio.sleep(self.interval)
                 idle = 0 if self.running or self._waiting else idle + 1
-                self.tick(loop.time() - due)
+                now, now_cpu = loop.time(), time.process_time()
+                busy = (now_cpu - cpu) / max(now - wall, 1e-3)
+                cpu, wall = now_cpu, now
+                try:
+                    self.tick(now - due, busy)
+                except Exception:  # a bug here must not stop admissions for good
+                    log.exception("admission tick failed")
         finally:
             self._watcher = None
             self.lag = 0.0
+            self._budget = max(1, self.limit // PACE)
 
     async def aclose(self) -> None:
         watcher = self._watcher

@@ -88,7 +88,7 @@ def _settings(db: str, model: str, demo: bool) -> Settings:
                     if o.strip())
     ping = float(os.environ.get("TURNSTREAM_PING_INTERVAL") or 15.0)
     scenario_dir = os.environ.get("TURNSTREAM_SCENARIO_DIR")
-    max_lag = float(os.environ.get("TURNSTREAM_ADMIT_MAX_LAG_MS") or 15.0) / 1000
+    max_lag = float(os.environ.get("TURNSTREAM_ADMIT_MAX_LAG_MS") or 10.0) / 1000
     max_wait = float(os.environ.get("TURNSTREAM_ADMIT_MAX_WAIT") or 60.0)
     return Settings(db=db, model=model, demo=demo, allowed_origins=origins, ping_interval=ping,
                     admit_max_lag=max_lag, admit_max_wait=max_wait,

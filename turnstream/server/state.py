@@ -47,7 +47,7 @@ class Settings:
     heartbeat_interval: float = 10.0
     stale_after: float = 45.0
     """With a shared database: a running turn whose process has not beaten for this long is recovered."""
-    admit_max_lag: float = 0.015
+    admit_max_lag: float = 0.010
     """New turns wait while the event loop runs later than this, in seconds (admission.py;
     ``TURNSTREAM_ADMIT_MAX_LAG_MS``, 0 turns the gate off)."""
     admit_max_wait: float = 60.0
