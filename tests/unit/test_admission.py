@@ -126,6 +126,9 @@ async def test_no_growth_without_turns_waiting(gate: Admission) -> None:
 async def test_lasting_lag_cuts_the_limit_once_per_window(gate: Admission) -> None:
     gate.limit = 50
     await fill(gate)
+    waiters(gate, 5)
+    await settle()
+    await align(gate)
     await tick(gate, lag=LATE)
     assert gate.limit == 50  # one late tick is a hiccup
     await tick(gate, lag=LATE)
@@ -141,17 +144,26 @@ async def test_lasting_lag_cuts_the_limit_once_per_window(gate: Admission) -> No
     assert gate.limit == MIN_LIMIT
 
 
-async def test_lag_with_few_turns_running_is_not_theirs(gate: Admission) -> None:
+async def test_no_cut_while_nobody_waits(gate: Admission) -> None:
     gate.limit = 50
-    await asyncio.wait_for(gate.admit(), 1)
+    await fill(gate)
     await tick(gate, lag=LATE, times=3 * WINDOW)
-    assert gate.limit == 50
+    assert gate.limit == 50  # nothing to hold back; turns arriving later meet the lag then
+
+
+async def test_lag_with_few_turns_running_is_not_theirs(gate: Admission) -> None:
+    gate.limit = 50  # starts are paced: one per tick at this limit
+    waiters(gate, 40)
+    await tick(gate, lag=LATE, times=20)
+    assert gate.running <= 21 and gate.limit == 50
 
 
 async def test_a_cut_below_what_runs_lets_nobody_in_until_enough_end(gate: Admission) -> None:
     gate.limit = 10
     await fill(gate)
     held = waiters(gate, 1)[0]
+    await settle()
+    await align(gate)
     await tick(gate, lag=LATE, times=2)  # the limit drops to 8 while 10 run
     assert gate.limit == 8 and not held.done()
     gate.release()

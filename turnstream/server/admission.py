@@ -12,7 +12,7 @@ instead, and makes the overflow wait before it starts:
 * a watcher measures, every ``interval``, the loop's lag (how late its timer fires) and the
   share of a core the process used. It cuts the limit by a fifth, at most once per
   ``WINDOW`` ticks, when the lag stays over ``max_lag`` (two late ticks in a window) while
-  the admitted turns fill at least half the limit; it grows the limit, after a whole window
+  turns wait and the admitted ones fill at least half the limit; it grows the limit, after a whole window
   on time and under ``BUSY_GROW`` of a core, by an eighth (a mostly idle core) or a 25th,
   and only while turns wait for it;
 * a turn that has waited ``max_wait`` seconds is refused (``Overloaded``: ``503`` with
@@ -51,7 +51,7 @@ BUSY_GROW = 0.7
 """The limit grows only while the process used less than this share of a core over the
 window: CPU use rises as soon as turns are let in, long before the loop's lag shows it, so
 it stops the growth before the lag would (growing on lag alone overshot)."""
-PACE = 25
+PACE = 50
 """At most limit / PACE turns start per tick: when a cohort of turns that started together
 ends together, their successors start spread over about PACE ticks instead of at once (a
 turn's start, with its first provider request, is its most expensive moment)."""
@@ -146,11 +146,13 @@ class Admission:
         self._window_max = max(self._window_max, lag)
         self._window_busy += busy
         self._ticks += 1
-        # Cut on lag that lasts (two late ticks in a window: one hiccup is not overload), and
-        # only when the admitted turns are at least half the limit (a late loop with few turns
-        # running is not their doing: a start-up import, a slow disk).
+        # Cut on lag that lasts (two late ticks in a window: one hiccup is not overload), while
+        # turns wait (else there is nobody to hold back), and only when the admitted turns are
+        # at least half the limit (a late loop with few turns running is not their doing: a
+        # start-up import, a slow disk).
         self._late += lag > self.max_lag
-        if self._late >= 2 and self._ticks - self._cut_at >= WINDOW and 2 * self.running >= self.limit:
+        if (self._late >= 2 and self._waiting and 2 * self.running >= self.limit
+                and self._ticks - self._cut_at >= WINDOW):
             self.limit = max(MIN_LIMIT, self.limit - max(1, self.limit // 5))
             self._cut_at = self._ticks
         if self._ticks % WINDOW == 0:
