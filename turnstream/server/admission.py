@@ -12,7 +12,7 @@ instead, and makes the overflow wait before it starts:
 * a watcher measures, every ``interval``, the loop's lag (how late its timer fires) and the
   share of a core the process used. It cuts the limit by a fifth, at most once per
   ``WINDOW`` ticks, when the lag stays over ``max_lag`` (two late ticks in a window) while
-  turns wait and the admitted ones fill at least half the limit; it grows the limit, after a whole window
+  turns wait and the admitted ones fill the limit; it grows the limit, after a whole window
   on time and under ``BUSY_GROW`` of a core, by an eighth (a mostly idle core) or a 25th,
   and only while turns wait for it;
 * a turn that has waited ``max_wait`` seconds is refused (``Overloaded``: ``503`` with
@@ -146,12 +146,12 @@ class Admission:
         self._window_max = max(self._window_max, lag)
         self._window_busy += busy
         self._ticks += 1
-        # Cut on lag that lasts (two late ticks in a window: one hiccup is not overload), while
-        # turns wait (else there is nobody to hold back), and only when the admitted turns are
-        # at least half the limit (a late loop with few turns running is not their doing: a
-        # start-up import, a slow disk).
+        # Cut on lag that lasts (two late ticks in a window: one hiccup is not overload), and
+        # only while the limit is what holds turns back: turns wait and the admitted ones fill
+        # it. Otherwise there is nobody to hold back, or the lag is not the admitted turns'
+        # doing (a start-up import, a slow disk, turns waiting only for the pacing).
         self._late += lag > self.max_lag
-        if (self._late >= 2 and self._waiting and 2 * self.running >= self.limit
+        if (self._late >= 2 and self._waiting and self.running >= self.limit
                 and self._ticks - self._cut_at >= WINDOW):
             self.limit = max(MIN_LIMIT, self.limit - max(1, self.limit // 5))
             self._cut_at = self._ticks
