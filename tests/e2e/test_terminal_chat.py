@@ -19,12 +19,13 @@ from typing import Any
 import pexpect
 import pytest
 
+from tests.support import terminal
 from tests.support.mock_process import Mock, mock_process
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")]
 
 BIN = Path(sys.executable).parent / "turnstream"
-PROMPT = "you ›"
+
 
 
 @pytest.fixture(scope="module")
@@ -43,23 +44,12 @@ def root(tmp_path: Path) -> Path:
     return r
 
 
-class Chat:
+class Chat(terminal.Chat):
+    """The chat, with the SQLite store it keeps under its home."""
+
     def __init__(self, child: pexpect.spawn, home: Path) -> None:
-        self.child = child
+        super().__init__(child)
         self.home = home
-
-    def say(self, line: str) -> None:
-        self.child.expect(PROMPT)
-        self.child.sendline(line)
-
-    def expect(self, pattern: str) -> None:
-        self.child.expect(pattern)
-
-    def expect_exit(self) -> int:
-        self.child.expect(pexpect.EOF)
-        self.child.close()
-        status: int = self.child.exitstatus
-        return status
 
     def turns(self) -> list[tuple[str, str, str]]:
         with sqlite3.connect(self.home / "chat.db") as db:
@@ -150,7 +140,7 @@ def test_the_answer_is_rendered_as_markdown_while_it_streams(mock: Mock, start_c
     chat.expect(r"•\S* *(\x1b\[[0-9;]*m)*salted butter")
     chat.expect("print")
     chat.expect("That is")
-    chat.expect(PROMPT)
+    chat.expect(terminal.PROMPT)
     seen = screen.getvalue().partition("what do I need?")[2]
     chat.child.sendline("bye")
     assert chat.expect_exit() == 0

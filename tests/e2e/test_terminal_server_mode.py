@@ -26,12 +26,12 @@ from rich.console import Console
 
 from tests.integration.server.harness import Server, run_turn, start_server
 from tests.support.mock_process import Mock, mock_process
+from tests.support.terminal import Chat
 from turnstream.remote import run_remote_chat
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")]
 
 BIN = Path(sys.executable).parent / "turnstream"
-PROMPT = "you ›"
 
 
 @pytest.fixture(scope="module")
@@ -60,29 +60,6 @@ def root(tmp_path: Path) -> Path:
     (r / "notes.txt").write_text("remember the milk\n", encoding="utf-8")
     (tmp_path / "secret.txt").write_text("TOP SECRET", encoding="utf-8")
     return r
-
-
-class Chat:
-    def __init__(self, child: pexpect.spawn) -> None:
-        self.child = child
-
-    def say(self, line: str) -> None:
-        self.child.expect(PROMPT)
-        self.child.sendline(line)
-
-    def expect(self, pattern: str) -> None:
-        self.child.expect(pattern)
-
-    def expect_exit(self) -> int:
-        self.child.expect(pexpect.EOF)
-        self.child.close()
-        status: int = self.child.exitstatus
-        return status
-
-    @property
-    def seen(self) -> str:
-        """Everything the chat printed up to the last match."""
-        return str(self.child.before or "") + str(self.child.after or "")
 
 
 @pytest.fixture
