@@ -27,7 +27,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(sys.platform == "win32", reaso
 BIN = Path(sys.executable).parent / "turnstream"
 
 
-
 @pytest.fixture(scope="module")
 def mock() -> Iterator[Mock]:
     with mock_process() as m:
