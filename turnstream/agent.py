@@ -18,8 +18,9 @@ from typing import Any
 
 from .blocks import Turn
 from .events import StreamEvent, TurnComplete
+from .lifecycle import submit_tool_result
 from .limits import Limits
-from .loop import RunConfig, TurnRunner, submit_tool_result
+from .loop import RunConfig, TurnRunner
 from .providers import Provider, resolve_model
 from .store import MemoryStore, Store
 from .tools.executor import Approver

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .events import StreamEvent
+from .events import StreamEvent, decode
 from .store.protocol import StoredEvent
 
 if TYPE_CHECKING:
@@ -45,7 +45,10 @@ _MAX_PAYLOAD = 7900  # PostgreSQL refuses NOTIFY payloads of 8000 bytes and more
 
 @dataclass(slots=True)
 class Envelope:
-    """One turn event as listeners see it, whatever process produced it."""
+    """One turn event as listeners see it, whatever process produced it: the SPEC §8 name
+    and payload, which the SSE and WebSocket encoders send as they are, and the event object
+    (``event()``), which the AI SDK encoder reads. Made from an event with ``of``, from a
+    stored record with ``stored``."""
 
     session_id: str
     turn_id: str
@@ -53,6 +56,7 @@ class Envelope:
     name: str
     data: dict[str, Any]
     _json: bytes | None = field(default=None, repr=False)
+    _event: StreamEvent | None = field(default=None, repr=False)
 
     @property
     def json(self) -> bytes:
@@ -65,9 +69,16 @@ class Envelope:
     def event_id(self) -> str:
         return f"{self.turn_id}:{self.n}"
 
+    def event(self) -> StreamEvent:
+        """The event itself: the one published in this process, else decoded from ``data``
+        once (``InvalidValue`` when the data does not fit the name)."""
+        if self._event is None:
+            self._event = decode(self.name, self.data, turn_id=self.turn_id, n=self.n)
+        return self._event
+
     @classmethod
     def of(cls, session_id: str, ev: StreamEvent) -> Envelope:
-        return cls(session_id, ev.turn_id, ev.n, ev.name, ev.data())
+        return cls(session_id, ev.turn_id, ev.n, ev.name, ev.data(), _event=ev)
 
     @classmethod
     def stored(cls, session_id: str, ev: StoredEvent) -> Envelope:

@@ -1,24 +1,57 @@
 """Every exception turnstream raises, in one tree.
 
     TurnstreamError
-    ├── UsageError               you misused the library (bad model name, bad tool, bad config)
-    │   └── MissingExtraError    an optional part is not installed; says what to install
-    └── RunError                 the run failed
-        ├── ProviderError        the provider said no, or the stream broke
-        │   ├── ProviderStatusError   an HTTP error status before the stream started
-        │   ├── ProviderStreamError   an error event inside a stream that had started
-        │   └── StreamBrokenError     the connection dropped, a chunk was malformed, or the
-        │                             stream ended without its final event
-        └── TurnCancelled        the turn was cancelled on purpose
+    ├── UsageError                 you misused the library (bad model name, bad tool, bad config)
+    │   ├── MissingExtraError      an optional part is not installed; says what to install
+    │   └── InvalidValue           an argument that cannot be used; ``field`` names it (a ValueError)
+    ├── Refused                    the call does not fit the state it found; nothing was changed
+    │   ├── NotFound               no such session, turn or pending tool call (a KeyError)
+    │   ├── AlreadyExists          the id asked for is taken (a ValueError)
+    │   ├── TurnConflictError      another turn of the session is open
+    │   ├── TurnNotWaiting         the turn is not waiting for tool results
+    │   └── SeqConflictError       another writer took the turn's next ``seq`` or ``n`` first
+    ├── RunError                   the run failed, for a reason outside the caller's code
+    │   ├── ProviderError          the provider said no, or its stream broke
+    │   │   ├── ProviderStatusError    an HTTP error status before the stream started
+    │   │   ├── ProviderStreamError    an error event inside a stream that had started
+    │   │   ├── StreamBrokenError      the connection dropped, a chunk was malformed, or the
+    │   │   │                          stream ended without its final event
+    │   │   └── StreamProtocolError    events in an order no provider sends (a block opened
+    │   │                              twice, a delta for a closed block)
+    │   ├── StoreError             the store failed (closed, unknown migrations, a write refused)
+    │   │   └── StoreWriteError    storing one of a turn's events failed; ``__cause__`` says why
+    │   ├── KernelError            a notebook kernel could not be started
+    │   ├── Overloaded             the server could not admit a new turn in time
+    │   ├── RemoteError            talking to a turnstream server failed (the chat's client)
+    │   │   ├── ServerError        the server answered with an error status
+    │   │   └── RemoteStreamBroken an event stream from the server was cut off
+    │   └── TurnCancelled          the turn was cancelled on purpose
+    ├── ToolError                  a tool refused its input; the model reads ``TypeName: message``
+    │   ├── ToolInputError         the arguments do not match the tool's schema
+    │   ├── PathOutsideRootError   a path that leaves the tool's root directory
+    │   ├── NotATextFileError      a file that is binary or too large to read as text
+    │   ├── CalculatorError        an expression the calculator does not take
+    │   └── UnknownCellError       no notebook cell with that id
+    ├── ApiError                   an HTTP answer other than success, raised below a server route
+    └── SimulatedFault             the mock provider cuts a connection on purpose (a scripted fault)
 
-Foreign exceptions (httpx, json) are mapped at the adapter boundary with ``raise … from``.
+Some leaves also derive from the built-in exception a caller would expect (``NotFound`` is a
+``KeyError``, ``InvalidValue`` a ``ValueError``, ``PathOutsideRootError`` a ``PermissionError``),
+so ``except KeyError`` keeps working. Foreign exceptions (httpx, json, the database drivers)
+are mapped where they enter, with ``raise … from``. The server maps these classes to HTTP
+statuses by type (``server/errors.py``), never by reading their messages.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class TurnstreamError(Exception):
     """Base of every turnstream exception."""
+
+
+# --- you misused it -----------------------------------------------------------------------------
 
 
 class UsageError(TurnstreamError):
@@ -28,6 +61,62 @@ class UsageError(TurnstreamError):
 class MissingExtraError(UsageError, ImportError):
     def __init__(self, extra: str, module: str) -> None:
         super().__init__(f"{module} is needed for this; install it with: pip install 'turnstream[{extra}]'")
+
+
+class InvalidValue(UsageError, ValueError):
+    """A value the call cannot use. ``field`` names the argument (``"approved"``, ``"content"``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+# --- the state says no --------------------------------------------------------------------------
+
+
+class Refused(TurnstreamError):
+    """The call does not fit the state it found (an unknown id, a turn in another status)."""
+
+
+class NotFound(Refused, KeyError):
+    """No such session, turn or pending tool call. ``what`` says which."""
+
+    def __init__(self, what: str, message: str | None = None) -> None:
+        self.what = what
+        self.message = message or f"{what} not found"
+        super().__init__(self.message)
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.message
+
+
+class AlreadyExists(Refused, ValueError):
+    """The id asked for is taken (e.g. a session id given to ``create_session``)."""
+
+
+class TurnConflictError(Refused):
+    """A turn is already running (or awaiting the client) in this session."""
+
+    def __init__(self, turn_id: str) -> None:
+        super().__init__(f"turn {turn_id} is still running in this session")
+        self.turn_id = turn_id
+
+
+class TurnNotWaiting(Refused, LookupError):
+    """The turn is not waiting for tool results (it runs, or it has ended). ``status`` is its status."""
+
+    def __init__(self, turn_id: str, status: str) -> None:
+        super().__init__(f"turn {turn_id} is not waiting for tool results (status: {status})")
+        self.turn_id = turn_id
+        self.status = status
+
+
+class SeqConflictError(Refused):
+    """Another writer took this turn's next ``seq`` or ``n`` first; re-read and try again."""
+
+
+# --- the run failed -----------------------------------------------------------------------------
 
 
 class RunError(TurnstreamError):
@@ -72,18 +161,137 @@ class StreamBrokenError(ProviderError):
     code = "stream_broken"
 
 
+class StreamProtocolError(ProviderError):
+    """The provider's events came in an order no provider sends; not retried."""
+
+    code = "stream_protocol"
+
+
+class StoreError(RunError):
+    """The store failed: it is closed, its schema is from a newer turnstream, or a write failed."""
+
+
+class StoreWriteError(StoreError):
+    """Storing one of a turn's events failed (e.g. the database restarted); ``__cause__`` is
+    the store's error."""
+
+
+class KernelError(RunError):
+    """A notebook kernel could not be started."""
+
+
+class Overloaded(RunError):
+    """A new turn waited longer than the server's limit to be admitted; try again later."""
+
+    def __init__(self, waited: float, retry_after: int) -> None:
+        super().__init__(f"the server is at capacity: the turn waited {waited:.0f} s without starting; "
+                         f"try again in {retry_after} s")
+        self.retry_after = retry_after
+
+
+class RemoteError(RunError):
+    """Talking to a turnstream server failed; the message is meant for the user as it is."""
+
+
+class ServerError(RemoteError):
+    """The server answered with an error status (its JSON body: ``error``, ``message``, ``detail``)."""
+
+    def __init__(self, status: int, message: str, description: str,
+                 detail: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(description)
+        self.status = status
+        self.message = message
+        self.detail = detail or []
+
+
+class RemoteStreamBroken(RemoteError):
+    """An event stream that had started was cut off; it can be followed again from the last id."""
+
+
 class TurnCancelled(RunError):
     """The turn was cancelled by its owner."""
 
 
+# --- a tool refused its input -------------------------------------------------------------------
+
+
+class ToolError(TurnstreamError):
+    """A tool refused its input. The model reads it as ``TypeName: message``, so the class
+    names below are part of what the model sees."""
+
+
+class ToolInputError(ToolError, ValueError):
+    """The arguments do not match the tool's schema; the message lists each problem."""
+
+
+class PathOutsideRootError(ToolError, PermissionError):
+    """A path that resolves outside the tool's root directory."""
+
+
+class NotATextFileError(ToolError, ValueError):
+    """A file that is binary, or too large to read as text."""
+
+
+class CalculatorError(ToolError, ValueError):
+    """An expression the calculator does not take (not arithmetic, too large, divided by zero)."""
+
+
+class UnknownCellError(ToolError, ValueError):
+    """No cell with that id in the notebook."""
+
+
+# --- the edges ----------------------------------------------------------------------------------
+
+
+class ApiError(TurnstreamError):
+    """An answer other than success, raised anywhere below a server route; the server turns
+    it into ``{"error": code, "message": …, "detail"?: […]}`` with its status."""
+
+    def __init__(self, status: int, code: str, message: str, detail: list[dict[str, Any]] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.detail = detail
+        self.headers = headers
+
+
+class SimulatedFault(TurnstreamError):
+    """Raised inside the mock provider's streaming body to make its server cut the connection."""
+
+
 __all__ = [
+    "AlreadyExists",
+    "ApiError",
+    "CalculatorError",
+    "InvalidValue",
+    "KernelError",
     "MissingExtraError",
+    "NotATextFileError",
+    "NotFound",
+    "Overloaded",
+    "PathOutsideRootError",
     "ProviderError",
     "ProviderStatusError",
     "ProviderStreamError",
+    "Refused",
+    "RemoteError",
+    "RemoteStreamBroken",
     "RunError",
+    "SeqConflictError",
+    "ServerError",
+    "SimulatedFault",
+    "StoreError",
+    "StoreWriteError",
     "StreamBrokenError",
+    "StreamProtocolError",
+    "ToolError",
+    "ToolInputError",
     "TurnCancelled",
+    "TurnConflictError",
+    "TurnNotWaiting",
     "TurnstreamError",
+    "UnknownCellError",
     "UsageError",
 ]

@@ -1,17 +1,31 @@
-"""The events of a turn (SPEC §8), shared by the loop, the encoders and the clients.
+"""The events of a turn (SPEC §8): the one owner of their payloads, both ways.
 
-They are plain slotted dataclasses rather than pydantic models: one is made per streamed
-delta, so they must cost little. ``data()`` gives the JSON payload of SPEC §8; the SSE,
-WebSocket and AI SDK encoders all start from it. ``n`` rises by one per event within a
-turn and, with ``turn_id``, forms the SSE id ``<turn_id>:<n>``.
+Every event is a slotted dataclass rather than a pydantic model: one is made per streamed
+delta, so they must cost little. ``data()`` gives the JSON payload of SPEC §8 and
+``from_data()`` reads one back; ``decode(name, data)`` picks the class from ``EVENT_TYPES``.
+Nothing else in turnstream writes or parses these payloads by hand: the runner, the
+close-out and the tool-result path build event objects; the store record
+(``StoredEvent.of``) and the bus envelope (``Envelope.of``) are made from an event; the
+terminal client decodes what the server sent with ``decode``.
+
+``n`` rises by one per event within a turn and, with ``turn_id``, forms the SSE id
+``<turn_id>:<n>``. ``decode(e.name, e.data(), turn_id=e.turn_id, n=e.n) == e`` for every
+event (``tests/unit/test_events.py`` checks it for generated events of every kind).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias, TypeVar, get_args
 
-from .blocks import BLOCK_ADAPTER, Block, Usage
+from pydantic import ValidationError
+
+from .blocks import BLOCK_ADAPTER, Block, BlockType, TurnStatus, TurnStopReason, Usage
+from .errors import InvalidValue
+from .tools.tool import Executor
+
+E = TypeVar("E", bound="_Event")
 
 
 @dataclass(slots=True)
@@ -21,26 +35,81 @@ class _Event:
     n: int = field(default=0, kw_only=True)
 
     def data(self) -> dict[str, Any]:
+        """The SPEC §8 payload of this event."""
         raise NotImplementedError
+
+    @classmethod
+    def from_data(cls: type[E], data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> E:
+        """The event a payload describes (``KeyError``, ``TypeError`` or ``ValueError`` when
+        it does not describe one; ``decode`` turns those into ``InvalidValue``)."""
+        raise NotImplementedError
+
+
+def _literal(value: Any, allowed: tuple[str, ...], name: str) -> Any:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+    return value
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected an integer, not {value!r}")
+    return value
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, not {value!r}")
+    return value
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else _str(value)
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, not {value!r}")
+    return value
+
+
+_BLOCK_TYPES: tuple[str, ...] = get_args(BlockType)
+_EXECUTORS: tuple[str, ...] = get_args(Executor)
+_STATUSES: tuple[str, ...] = get_args(TurnStatus)
+_STOP_REASONS: tuple[str, ...] = get_args(TurnStopReason)
 
 
 @dataclass(slots=True)
 class TurnStart(_Event):
+    """A turn began. Stored with the turn, in the same transaction."""
+
     name: ClassVar[str] = "turn_start"
     session_id: str = ""
 
     def data(self) -> dict[str, Any]:
         return {"turn_id": self.turn_id, "session_id": self.session_id}
 
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> TurnStart:
+        return cls(session_id=_str(data["session_id"]), turn_id=turn_id or _str(data["turn_id"]), n=n)
+
 
 @dataclass(slots=True)
 class StepStart(_Event):
+    """A provider call (a step) begins."""
+
     name: ClassVar[str] = "step_start"
     step: int = 0
+    """1-based number of the step within the turn."""
     max_steps: int = 0
+    """The turn's step limit."""
 
     def data(self) -> dict[str, Any]:
         return {"step": self.step, "max_steps": self.max_steps}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> StepStart:
+        return cls(step=_int(data["step"]), max_steps=_int(data["max_steps"]), turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
@@ -49,9 +118,11 @@ class BlockStart(_Event):
 
     name: ClassVar[str] = "block_start"
     index: int = 0
-    type: str = "text"
+    type: BlockType = "text"
     tool_use_id: str | None = None
+    """For ``tool_use`` and ``tool_result`` blocks: the call's id."""
     tool_name: str | None = None
+    """For ``tool_use`` and ``tool_result`` blocks: the tool's name (``name`` on the wire)."""
 
     def data(self) -> dict[str, Any]:
         d: dict[str, Any] = {"index": self.index, "type": self.type}
@@ -60,15 +131,24 @@ class BlockStart(_Event):
             d["name"] = self.tool_name
         return d
 
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> BlockStart:
+        tool_use_id = _opt_str(data.get("tool_use_id"))
+        return cls(index=_int(data["index"]), type=_literal(data["type"], _BLOCK_TYPES, "type"),
+                   tool_use_id=tool_use_id, tool_name=_opt_str(data.get("name")) if tool_use_id is not None else None,
+                   turn_id=turn_id, n=n)
+
 
 @dataclass(slots=True)
 class BlockDelta(_Event):
-    """A piece of a block: ``text`` for text and thinking, ``partial_json`` for tool input."""
+    """A piece of a block: ``text`` for text and thinking, ``partial_json`` for tool input.
+    Live only: deltas are numbered but never stored."""
 
     name: ClassVar[str] = "block_delta"
     index: int = 0
     text: str | None = None
     partial_json: str | None = None
+    """The next fragment of a tool call's arguments, exactly as the model sent it."""
     input: Any = None
     """Best-effort parse of the tool input received so far (tool blocks only)."""
 
@@ -77,9 +157,19 @@ class BlockDelta(_Event):
             return {"index": self.index, "partial_json": self.partial_json, "input": self.input}
         return {"index": self.index, "text": self.text}
 
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> BlockDelta:
+        index = _int(data["index"])
+        if "partial_json" in data:
+            return cls(index=index, partial_json=_str(data["partial_json"]), input=data.get("input"),
+                       turn_id=turn_id, n=n)
+        return cls(index=index, text=_opt_str(data.get("text")), turn_id=turn_id, n=n)
+
 
 @dataclass(slots=True)
 class BlockStop(_Event):
+    """A block is finished and stored; ``block`` is the stored block."""
+
     name: ClassVar[str] = "block_stop"
     index: int = 0
     block: Block | None = None
@@ -87,6 +177,12 @@ class BlockStop(_Event):
     def data(self) -> dict[str, Any]:
         blk = BLOCK_ADAPTER.dump_python(self.block, mode="json", exclude_none=True) if self.block else None
         return {"index": self.index, "block": blk}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> BlockStop:
+        raw = data["block"]
+        return cls(index=_int(data["index"]), block=None if raw is None else BLOCK_ADAPTER.validate_python(raw),
+                   turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
@@ -96,8 +192,10 @@ class ToolRequest(_Event):
     name: ClassVar[str] = "tool_request"
     tool_use_id: str = ""
     tool_name: str = ""
+    """The tool's name (``name`` on the wire)."""
     input: dict[str, Any] = field(default_factory=dict)
-    executor: str = "client"
+    executor: Executor = "client"
+    """``client``: the client runs it and posts the result; ``server``: it waits for approval."""
     requires_approval: bool = False
 
     def data(self) -> dict[str, Any]:
@@ -108,6 +206,32 @@ class ToolRequest(_Event):
             "executor": self.executor,
             "requires_approval": self.requires_approval,
         }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> ToolRequest:
+        raw_input = data["input"]
+        if not isinstance(raw_input, dict):
+            raise TypeError(f"input must be an object, not {raw_input!r}")
+        return cls(tool_use_id=_str(data["tool_use_id"]), tool_name=_str(data["name"]), input=raw_input,
+                   executor=_literal(data["executor"], _EXECUTORS, "executor"),
+                   requires_approval=_bool(data["requires_approval"]), turn_id=turn_id, n=n)
+
+
+@dataclass(slots=True)
+class ToolApproval(_Event):
+    """The user approved a server tool's call that waited for approval (a denial is stored as
+    the call's ``is_error`` result instead). The call runs when the turn continues."""
+
+    name: ClassVar[str] = "tool_approval"
+    tool_use_id: str = ""
+    approved: bool = True
+
+    def data(self) -> dict[str, Any]:
+        return {"tool_use_id": self.tool_use_id, "approved": self.approved}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> ToolApproval:
+        return cls(tool_use_id=_str(data["tool_use_id"]), approved=_bool(data["approved"]), turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
@@ -121,13 +245,21 @@ class StepRestart(_Event):
     def data(self) -> dict[str, Any]:
         return {"step": self.step, "reason": self.reason}
 
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> StepRestart:
+        return cls(step=_int(data["step"]), reason=_str(data["reason"]), turn_id=turn_id, n=n)
+
 
 @dataclass(slots=True)
 class TurnComplete(_Event):
+    """Control returns to the user: the turn ended, or it waits for the client
+    (``status: awaiting_client``); a stream of the turn ends after it."""
+
     name: ClassVar[str] = "turn_complete"
-    status: str = "complete"
-    stop_reason: str | None = None
+    status: TurnStatus = "complete"
+    stop_reason: TurnStopReason | None = None
     usage: Usage = field(default_factory=Usage)
+    """Tokens over every step of the turn so far."""
     steps: int = 0
 
     def data(self) -> dict[str, Any]:
@@ -139,28 +271,62 @@ class TurnComplete(_Event):
             "steps": self.steps,
         }
 
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> TurnComplete:
+        stop = data["stop_reason"]
+        return cls(status=_literal(data["status"], _STATUSES, "status"),
+                   stop_reason=None if stop is None else _literal(stop, _STOP_REASONS, "stop_reason"),
+                   usage=Usage.model_validate(data["usage"]), steps=_int(data["steps"]),
+                   turn_id=turn_id or _str(data["turn_id"]), n=n)
+
 
 @dataclass(slots=True)
 class ErrorEvent(_Event):
+    """The turn met an error; it ends with ``turn_complete`` (status ``failed``) right after."""
+
     name: ClassVar[str] = "error"
     code: str = "error"
+    """What failed, e.g. ``provider_status``, ``stream_broken``, ``store_error``, ``internal_error``."""
     message: str = ""
     retryable: bool = False
+    """Whether sending the message again may work."""
 
     def data(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "retryable": self.retryable}
 
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> ErrorEvent:
+        return cls(code=_str(data["code"]), message=_str(data["message"]), retryable=_bool(data["retryable"]),
+                   turn_id=turn_id, n=n)
+
 
 StreamEvent: TypeAlias = (
-    TurnStart | StepStart | BlockStart | BlockDelta | BlockStop | ToolRequest | StepRestart | TurnComplete
-    | ErrorEvent
+    TurnStart | StepStart | BlockStart | BlockDelta | BlockStop | ToolRequest | ToolApproval | StepRestart
+    | TurnComplete | ErrorEvent
 )
 
-EVENT_TYPES: dict[str, type[_Event]] = {
+EventName: TypeAlias = Literal["turn_start", "step_start", "block_start", "block_delta", "block_stop",
+                               "tool_request", "tool_approval", "step_restart", "turn_complete", "error"]
+
+EVENT_TYPES: dict[str, type[StreamEvent]] = {
     cls.name: cls
-    for cls in (TurnStart, StepStart, BlockStart, BlockDelta, BlockStop, ToolRequest, StepRestart,
+    for cls in (TurnStart, StepStart, BlockStart, BlockDelta, BlockStop, ToolRequest, ToolApproval, StepRestart,
                 TurnComplete, ErrorEvent)
 }
+
+
+def decode(name: str, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> StreamEvent:
+    """The event named ``name`` with payload ``data``. ``InvalidValue`` (a ``ValueError``)
+    for an unknown name or a payload that does not fit the event."""
+    cls = EVENT_TYPES.get(name)
+    if cls is None:
+        raise InvalidValue("name", f"unknown event {name!r}")
+    try:
+        return cls.from_data(data, turn_id=turn_id, n=n)
+    except (KeyError, TypeError, ValueError, ValidationError) as exc:
+        detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise InvalidValue("data", f"not a {name} event: {detail}") from None
+
 
 __all__ = [
     "EVENT_TYPES",
@@ -168,10 +334,13 @@ __all__ = [
     "BlockStart",
     "BlockStop",
     "ErrorEvent",
+    "EventName",
     "StepRestart",
     "StepStart",
     "StreamEvent",
+    "ToolApproval",
     "ToolRequest",
     "TurnComplete",
     "TurnStart",
+    "decode",
 ]

@@ -31,19 +31,9 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from .blocks import BLOCK_ADAPTER, ToolResultBlock, ToolUseBlock, Turn, Usage
-from .events import (
-    BlockDelta,
-    BlockStart,
-    BlockStop,
-    ErrorEvent,
-    StepRestart,
-    StepStart,
-    StreamEvent,
-    ToolRequest,
-    TurnComplete,
-    TurnStart,
-)
+from .blocks import ToolResultBlock, ToolUseBlock, Turn
+from .errors import InvalidValue, RemoteError, RemoteStreamBroken, ServerError
+from .events import StreamEvent, ToolRequest, TurnComplete, decode
 from .sse import SSEDecoder, SSEEvent
 from .terminal import ChatUI, LineReader, converse, show_history
 from .tools.executor import ToolExecutor
@@ -57,24 +47,6 @@ STREAM_READ_TIMEOUT = 60.0
 """The server sends a ping every 15 s, so a minute of silence means the connection is dead."""
 CANCEL_TIMEOUT = 10.0
 FINAL = ("complete", "failed", "cancelled", "interrupted")
-
-
-class RemoteError(Exception):
-    """Talking to the server failed; the message is meant for the user as it is."""
-
-
-class ServerError(RemoteError):
-    """The server answered with an error status (its JSON body: ``error``, ``message``, ``detail``)."""
-
-    def __init__(self, status: int, message: str, detail: list[dict[str, Any]] | None = None) -> None:
-        self.status = status
-        self.message = message
-        self.detail = detail or []
-        super().__init__(_describe(status, message))
-
-
-class StreamBroken(RemoteError):
-    """An event stream that had started was cut off; it can be followed again from the last id."""
 
 
 def _describe(status: int, message: str) -> str:
@@ -97,9 +69,10 @@ def _server_error(status: int, body: bytes) -> ServerError:
         data = None
     if isinstance(data, dict) and isinstance(data.get("message"), str):
         detail = data.get("detail")
-        return ServerError(status, data["message"], detail if isinstance(detail, list) else None)
-    text = body.decode("utf-8", "replace").strip()
-    return ServerError(status, text[:300] or "(no message)")
+        return ServerError(status, data["message"], _describe(status, data["message"]),
+                           detail if isinstance(detail, list) else None)
+    text = body.decode("utf-8", "replace").strip()[:300] or "(no message)"
+    return ServerError(status, text, _describe(status, text))
 
 
 def _transport_message(exc: Exception) -> str:
@@ -122,7 +95,7 @@ def split_server_url(url: str) -> tuple[str, str | None]:
 
 def decode_event(sse: SSEEvent) -> StreamEvent | None:
     """An SSE event of SPEC §8 as the event object the local loop would have made; None for
-    events this client does not show (and for data it cannot read)."""
+    an event this client cannot read (its data is not JSON, or does not fit its name)."""
     try:
         data = json.loads(sse.data)
     except ValueError:
@@ -130,40 +103,10 @@ def decode_event(sse: SSEEvent) -> StreamEvent | None:
     if not isinstance(data, dict):
         return None
     turn_id, _, n_text = (sse.id or "").rpartition(":")
-    n = int(n_text) if n_text.isdigit() else 0
-    meta: dict[str, Any] = {"turn_id": turn_id or str(data.get("turn_id") or ""), "n": n}
     try:
-        match sse.event:
-            case "turn_start":
-                return TurnStart(session_id=str(data.get("session_id", "")), **meta)
-            case "step_start":
-                return StepStart(step=int(data["step"]), max_steps=int(data.get("max_steps", 0)), **meta)
-            case "block_start":
-                return BlockStart(index=int(data["index"]), type=str(data["type"]),
-                                  tool_use_id=data.get("tool_use_id"), tool_name=data.get("name"), **meta)
-            case "block_delta":
-                return BlockDelta(index=int(data["index"]), text=data.get("text"),
-                                  partial_json=data.get("partial_json"), input=data.get("input"), **meta)
-            case "block_stop":
-                raw = data.get("block")
-                block = BLOCK_ADAPTER.validate_python(raw) if raw is not None else None
-                return BlockStop(index=int(data["index"]), block=block, **meta)
-            case "tool_request":
-                return ToolRequest(tool_use_id=str(data["tool_use_id"]), tool_name=str(data["name"]),
-                                   input=dict(data.get("input") or {}), executor=str(data.get("executor", "client")),
-                                   requires_approval=bool(data.get("requires_approval", False)), **meta)
-            case "step_restart":
-                return StepRestart(step=int(data["step"]), reason=str(data.get("reason", "")), **meta)
-            case "turn_complete":
-                return TurnComplete(status=str(data["status"]), stop_reason=data.get("stop_reason"),
-                                    usage=Usage.model_validate(data.get("usage") or {}),
-                                    steps=int(data.get("steps", 0)), **meta)
-            case "error":
-                return ErrorEvent(code=str(data.get("code", "error")), message=str(data.get("message", "")),
-                                  retryable=bool(data.get("retryable", False)), **meta)
-    except (KeyError, TypeError, ValueError, ValidationError):
+        return decode(sse.event, data, turn_id=turn_id, n=int(n_text) if n_text.isdigit() else 0)
+    except InvalidValue:
         return None
-    return None
 
 
 def client_tool_spec(tool: Tool) -> dict[str, Any]:
@@ -220,7 +163,7 @@ class RemoteAPI:
                         yield ev
         except httpx.TransportError as exc:
             if started:
-                raise StreamBroken(f"the event stream broke: {_transport_message(exc)}") from None
+                raise RemoteStreamBroken(f"the event stream broke: {_transport_message(exc)}") from None
             raise RemoteError(f"cannot reach the server at {self.base_url}: {_transport_message(exc)}") from None
 
 
@@ -307,12 +250,12 @@ class RemoteChat:
         reconnects = 0
         while True:
             final: TurnComplete | None = None
-            broken: StreamBroken | None = None
+            broken: RemoteStreamBroken | None = None
             try:
                 async with contextlib.aclosing(source) as events:
                     async for sse in events:
                         final = self._take(sse, pending) or final
-            except StreamBroken as exc:
+            except RemoteStreamBroken as exc:
                 broken = exc
             if final is None:
                 if self.turn_id is None or reconnects >= MAX_RECONNECTS:

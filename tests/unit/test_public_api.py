@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
-import turnstream
+import importlib
+import inspect
+import pkgutil
 
+import turnstream
+import turnstream.errors
+
+ERRORS = {
+    "AlreadyExists", "ApiError", "CalculatorError", "InvalidValue", "KernelError", "MissingExtraError",
+    "NotATextFileError", "NotFound", "Overloaded", "PathOutsideRootError", "ProviderError", "ProviderStatusError",
+    "ProviderStreamError", "Refused", "RemoteError", "RemoteStreamBroken", "RunError", "SeqConflictError",
+    "ServerError", "SimulatedFault", "StoreError", "StoreWriteError", "StreamBrokenError", "StreamProtocolError",
+    "ToolError", "ToolInputError", "TurnCancelled", "TurnConflictError", "TurnNotWaiting", "TurnstreamError",
+    "UnknownCellError", "UsageError",
+}
 EXPECTED = {
     "Agent", "Block", "BlockDelta", "BlockStart", "BlockStop", "ErrorEvent", "Limits", "ProviderBlock",
-    "ProviderError", "RedactedThinkingBlock", "RunError", "Session", "StepRestart", "StepStart", "StreamEvent",
-    "TextBlock", "ThinkingBlock", "Tool", "ToolContext", "ToolRequest", "ToolResultBlock", "ToolUseBlock", "Turn",
-    "TurnComplete", "TurnStart", "TurnstreamError", "Usage", "UsageError", "tool",
-}
+    "RedactedThinkingBlock", "Session", "StepRestart", "StepStart", "StreamEvent",
+    "TextBlock", "ThinkingBlock", "Tool", "ToolApproval", "ToolContext", "ToolRequest", "ToolResultBlock",
+    "ToolUseBlock", "Turn", "TurnComplete", "TurnStart", "Usage", "tool",
+} | ERRORS
 
 
 def test_exported_names_are_pinned() -> None:
@@ -22,4 +35,30 @@ def test_event_names_match_the_spec() -> None:
     from turnstream.events import EVENT_TYPES
 
     assert set(EVENT_TYPES) == {"turn_start", "step_start", "block_start", "block_delta", "block_stop",
-                                "tool_request", "step_restart", "turn_complete", "error"}
+                                "tool_request", "tool_approval", "step_restart", "turn_complete", "error"}
+
+
+def _modules() -> list[str]:
+    names = ["turnstream"]
+    for info in pkgutil.walk_packages(turnstream.__path__, "turnstream."):
+        if info.name.endswith(".child"):  # the kernel's child script runs alone, outside the package
+            continue
+        names.append(info.name)
+    return names
+
+
+def test_every_exception_is_in_the_one_tree() -> None:
+    """Every exception class the package defines lives in ``turnstream.errors``, under
+    ``TurnstreamError``, and is exported (the tree's leaves included)."""
+    defined = {}
+    for name in _modules():
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # an optional extra that is not installed
+            continue
+        for obj in vars(module).values():
+            if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__.startswith("turnstream"):
+                defined[obj.__qualname__] = obj
+    assert {cls.__module__ for cls in defined.values()} == {"turnstream.errors"}
+    assert all(issubclass(cls, turnstream.errors.TurnstreamError) for cls in defined.values())
+    assert set(defined) == ERRORS == set(turnstream.errors.__all__)

@@ -34,16 +34,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ..errors import SimulatedFault
 from ..validate import anthropic_errors, openai_chat_errors, openai_responses_errors
 from . import anthropic_wire, openai_chat_wire, openai_responses_wire
 from .scenario import RequestView, Scenario, StepScript
 
 SENT_AT = b"{{sent_at}}"
 """Replaced in a frame by its send time (see the module docstring)."""
-
-
-class DroppedConnection(Exception):
-    """Raised inside a streaming body to make the server cut the connection."""
 
 
 @dataclass(slots=True)
@@ -151,7 +148,7 @@ class MockProvider:
                 return
             if kind == "drop" and sent + len(frame) > after_bytes:
                 yield frame[: max(0, after_bytes - sent)]
-                raise DroppedConnection("mock fault: connection dropped")
+                raise SimulatedFault("mock fault: connection dropped")
             if script.delay_s:
                 await anyio.sleep(script.delay_s)
             sent += len(frame)

@@ -4,10 +4,11 @@
 (``turnstream.toolsets.notebook``) gives the model its tools over it.
 """
 
+from ..errors import KernelError, UnknownCellError
 from .graph import CellNames, Graph, analyze, stale_cells
-from .kernel import ExecResult, Kernel, KernelError, KernelLimits
+from .kernel import ExecResult, Kernel, KernelLimits
 from .manager import ChangeListener, InMemoryNotebooks, NotebookManager, NotebookPersistence, RunReport
-from .model import Cell, CellStatus, Language, Notebook, Output, UnknownCellError
+from .model import Cell, CellStatus, Language, Notebook, Output
 
 __all__ = [
     "Cell",

@@ -25,6 +25,7 @@ from typing import Any, Literal, cast
 
 import anyio
 
+from ..errors import KernelError
 from .model import Output, error_output
 
 CHILD = Path(__file__).with_name("child.py")
@@ -57,10 +58,6 @@ class ExecResult:
     duration: float = 0.0
     restarted: bool = False
     """The child was lost during this run (time limit, cancel, crash): its namespace is gone."""
-
-
-class KernelError(RuntimeError):
-    """The kernel process could not be started."""
 
 
 class _Channel:

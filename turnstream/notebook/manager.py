@@ -33,9 +33,10 @@ from typing import Any, Protocol, TypeVar
 
 import anyio
 
+from ..errors import KernelError
 from . import sqltext
 from .graph import Graph, stale_cells
-from .kernel import ExecResult, Kernel, KernelError, KernelLimits
+from .kernel import ExecResult, Kernel, KernelLimits
 from .model import LANGUAGES, Cell, Language, Notebook, error_output, new_cell_id
 
 log = logging.getLogger(__name__)

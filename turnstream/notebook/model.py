@@ -19,6 +19,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
+from ..errors import UnknownCellError
+
 Language = Literal["python", "sql"]
 CellStatus = Literal["idle", "running", "success", "error", "blocked"]
 LANGUAGES: tuple[Language, ...] = ("python", "sql")
@@ -61,10 +63,6 @@ Output = StreamOutput | TextOutput | TableOutput | PlotlyOutput | ErrorOutput
 
 def error_output(ename: str, evalue: str, traceback: str = "") -> ErrorOutput:
     return {"type": "error", "ename": ename, "evalue": evalue, "traceback": traceback}
-
-
-class UnknownCellError(ValueError):
-    """No cell has that id in this notebook."""
 
 
 def new_cell_id() -> str:

@@ -40,6 +40,8 @@ import math
 import time
 from collections import deque
 
+from ..errors import Overloaded
+
 log = logging.getLogger("turnstream.server.admission")
 
 IDLE_TICKS = 100
@@ -55,15 +57,6 @@ PACE = 50
 """At most limit / PACE turns start per tick: when a cohort of turns that started together
 ends together, their successors start spread over about PACE ticks instead of at once (a
 turn's start, with its first provider request, is its most expensive moment)."""
-
-
-class Overloaded(Exception):
-    """The turn waited ``max_wait`` seconds without being admitted."""
-
-    def __init__(self, waited: float, retry_after: int) -> None:
-        super().__init__(f"the server is at capacity: the turn waited {waited:.0f} s without starting; "
-                         f"try again in {retry_after} s")
-        self.retry_after = retry_after
 
 
 class Admission:

@@ -30,7 +30,9 @@ from typing import Any
 import orjson
 from starlette.responses import StreamingResponse
 
+from ..blocks import Block, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from ..bus import Envelope
+from ..events import BlockDelta, BlockStart, BlockStop, ErrorEvent, StepRestart, StepStart, TurnComplete
 from .models import UIMessageIn
 
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -77,69 +79,68 @@ class UIMessageStreamEncoder:
         return [{"type": "finish-step"}]
 
     def feed(self, env: Envelope) -> list[Chunk]:
-        d = env.data
-        name = env.name
-        if name == "step_start":
+        ev = env.event()
+        if isinstance(ev, StepStart):
             return [*self._end_step(), *self._ensure_step()]
-        if name == "block_start":
-            return self._block_start(int(d["index"]), str(d["type"]), d.get("tool_use_id"), d.get("name"))
-        if name == "block_delta":
-            return self._block_delta(int(d["index"]), d)
-        if name == "block_stop":
-            return self._block_stop(int(d["index"]), d.get("block") or {})
-        if name == "step_restart":
-            out = [self._end(i, k, pid) for i, (k, pid) in list(self._parts.items()) if k in ("text", "reasoning")]
+        if isinstance(ev, BlockStart):
+            return self._block_start(ev)
+        if isinstance(ev, BlockDelta):
+            return self._block_delta(ev)
+        if isinstance(ev, BlockStop):
+            return self._block_stop(ev.index, ev.block)
+        if isinstance(ev, StepRestart):
+            out = [self._end(k, pid) for k, pid in self._parts.values() if k in ("text", "reasoning")]
             self._parts.clear()
             self._restarts += 1
             return [c for c in out if c is not None]
-        if name == "error":
-            return [{"type": "error", "errorText": str(d.get("message") or d.get("code") or "error")}]
-        if name == "turn_complete":
-            meta = {"turn_id": d.get("turn_id"), "status": d.get("status"), "stop_reason": d.get("stop_reason"),
-                    "usage": d.get("usage")}
+        if isinstance(ev, ErrorEvent):
+            return [{"type": "error", "errorText": ev.message or ev.code or "error"}]
+        if isinstance(ev, TurnComplete):
+            meta = {"turn_id": ev.turn_id, "status": ev.status, "stop_reason": ev.stop_reason,
+                    "usage": ev.usage.model_dump()}
             return [*self._end_step(), {"type": "finish", "messageMetadata": meta}]
         return []
 
-    def _block_start(self, index: int, kind: str, call_id: str | None, tool: str | None) -> list[Chunk]:
+    def _block_start(self, ev: BlockStart) -> list[Chunk]:
         out = self._ensure_step()
-        if kind == "text":
+        index, call_id = ev.index, ev.tool_use_id
+        if ev.type == "text":
             self._parts[index] = ("text", self._pid(index))
             out.append({"type": "text-start", "id": self._pid(index)})
-        elif kind == "thinking":
+        elif ev.type == "thinking":
             self._parts[index] = ("reasoning", self._pid(index))
             out.append({"type": "reasoning-start", "id": self._pid(index)})
-        elif kind == "tool_use" and call_id:
+        elif ev.type == "tool_use" and call_id:
             self._parts[index] = ("tool", call_id)
             self._calls.add(call_id)
-            self._names[call_id] = tool or ""
-            out.append({"type": "tool-input-start", "toolCallId": call_id, "toolName": tool or ""})
+            self._names[call_id] = ev.tool_name or ""
+            out.append({"type": "tool-input-start", "toolCallId": call_id, "toolName": ev.tool_name or ""})
         return out
 
-    def _block_delta(self, index: int, d: dict[str, Any]) -> list[Chunk]:
-        part = self._parts.get(index)
+    def _block_delta(self, ev: BlockDelta) -> list[Chunk]:
+        part = self._parts.get(ev.index)
         if part is None:
             return []
         kind, pid = part
         if kind == "tool":
-            frag = d.get("partial_json")
+            frag = ev.partial_json
             return [{"type": "tool-input-delta", "toolCallId": pid, "inputTextDelta": frag}] if frag else []
-        text = d.get("text")
-        if not text:
+        if not ev.text:
             return []
-        return [{"type": f"{kind}-delta", "id": pid, "delta": text}]
+        return [{"type": f"{kind}-delta", "id": pid, "delta": ev.text}]
 
-    def _end(self, index: int, kind: str, pid: str) -> Chunk | None:
+    @staticmethod
+    def _end(kind: str, pid: str) -> Chunk | None:
         if kind in ("text", "reasoning"):
             return {"type": f"{kind}-end", "id": pid}
         return None
 
-    def _block_stop(self, index: int, block: dict[str, Any]) -> list[Chunk]:
-        kind = block.get("type")
+    def _block_stop(self, index: int, block: Block | None) -> list[Chunk]:
         part = self._parts.pop(index, None)
         out: list[Chunk] = []
-        if kind in ("text", "thinking"):
-            text = str(block.get("text" if kind == "text" else "thinking") or "")
-            ui = "text" if kind == "text" else "reasoning"
+        if isinstance(block, TextBlock | ThinkingBlock):
+            text = block.text if isinstance(block, TextBlock) else block.thinking
+            ui = "text" if isinstance(block, TextBlock) else "reasoning"
             if part is None:  # not streamed here: send it whole
                 pid = self._pid(index)
                 out += self._ensure_step()
@@ -148,24 +149,24 @@ class UIMessageStreamEncoder:
                     out.append({"type": f"{ui}-delta", "id": pid, "delta": text})
                 part = (ui, pid)
             out.append({"type": f"{ui}-end", "id": part[1]})
-        elif kind == "tool_use":
-            call_id, tool = str(block.get("tool_use_id", "")), str(block.get("name", ""))
+        elif isinstance(block, ToolUseBlock):
+            call_id, tool = block.tool_use_id, block.name
             if part is None:
                 out += self._ensure_step()
                 out.append({"type": "tool-input-start", "toolCallId": call_id, "toolName": tool})
             self._calls.add(call_id)
             self._names[call_id] = tool
             out.append({"type": "tool-input-available", "toolCallId": call_id, "toolName": tool,
-                        "input": block.get("input") or {}})
-        elif kind == "tool_result":
-            call_id = str(block.get("tool_use_id", ""))
+                        "input": block.input or {}})
+        elif isinstance(block, ToolResultBlock):
+            call_id = block.tool_use_id
             if call_id not in self._calls:
                 return out  # its call belongs to a message this stream does not hold
-            content = str(block.get("content", ""))
-            if block.get("is_error"):
-                out.append({"type": "tool-output-error", "toolCallId": call_id, "errorText": content})
+            if block.is_error:
+                out.append({"type": "tool-output-error", "toolCallId": call_id, "errorText": block.content})
             else:
-                out.append({"type": "tool-output-available", "toolCallId": call_id, "output": _output(content)})
+                out.append({"type": "tool-output-available", "toolCallId": call_id,
+                            "output": _output(block.content)})
         return out
 
 

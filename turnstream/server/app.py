@@ -20,9 +20,10 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..errors import TurnstreamError
 from . import routes_chat, routes_sessions, routes_turns, static_routes  # noqa: F401  (routes_* register)
 from .api import API, Call, Reply
-from .errors import ApiError, api_error_handler, http_error_handler, unexpected_error_handler
+from .errors import http_error_handler, turnstream_error_handler, unexpected_error_handler
 from .logs import AccessLog
 from .models import Health
 from .state import AppState
@@ -99,7 +100,7 @@ def create_app(state: AppState) -> Starlette:
         Route("/", index, methods=["GET"]),
         Mount("/static", StaticFiles(directory=static, check_dir=False), name="static"),
     ]
-    handlers: dict[Any, Any] = {ApiError: api_error_handler, HTTPException: http_error_handler}
+    handlers: dict[Any, Any] = {TurnstreamError: turnstream_error_handler, HTTPException: http_error_handler}
     app = Starlette(routes=routes, middleware=[Middleware(AccessLog), Middleware(Guard)],
                     exception_handlers=handlers)
     app.state.turnstream = state

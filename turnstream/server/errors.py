@@ -6,8 +6,11 @@ Every error body has the same shape::
 
 ``detail`` appears on validation errors (422): one entry per problem, with ``loc`` (the
 path to the field, e.g. ``["body", "client_tools", 0, "name"]``), ``msg`` and ``type``.
-An unexpected exception is logged with its traceback and answered with a JSON body that
-carries a request id, never a stack trace.
+The core's refusals are mapped here by their type (``as_api_error``), never by their
+text: ``NotFound`` is 404, the state refusals (``TurnNotWaiting``, ``TurnConflictError``,
+``SeqConflictError``, ``AlreadyExists``) are 409, ``InvalidValue`` is 422 naming its field,
+``Overloaded`` is 503 with ``Retry-After``. An unexpected exception is logged with its
+traceback and answered with a JSON body that carries a request id, never a stack trace.
 """
 
 from __future__ import annotations
@@ -21,26 +24,41 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..errors import (
+    AlreadyExists,
+    ApiError,
+    InvalidValue,
+    NotFound,
+    Overloaded,
+    SeqConflictError,
+    TurnConflictError,
+    TurnNotWaiting,
+    TurnstreamError,
+)
+
 log = logging.getLogger("turnstream.server")
 
 
-class ApiError(Exception):
-    """An answer other than success, raised anywhere below a route."""
+def error_response(exc: ApiError) -> JSONResponse:
+    body: dict[str, Any] = {"error": exc.code, "message": exc.message}
+    if exc.detail is not None:
+        body["detail"] = exc.detail
+    return JSONResponse(body, status_code=exc.status, headers=exc.headers)
 
-    def __init__(self, status: int, code: str, message: str, detail: list[dict[str, Any]] | None = None,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.detail = detail
-        self.headers = headers
 
-    def response(self) -> JSONResponse:
-        body: dict[str, Any] = {"error": self.code, "message": self.message}
-        if self.detail is not None:
-            body["detail"] = self.detail
-        return JSONResponse(body, status_code=self.status, headers=self.headers)
+def as_api_error(exc: TurnstreamError) -> ApiError | None:
+    """The answer for one of the core's refusals, by its type; None for a failure (a 500)."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, NotFound):
+        return ApiError(404, "not_found", str(exc))
+    if isinstance(exc, TurnNotWaiting | TurnConflictError | SeqConflictError | AlreadyExists):
+        return conflict(str(exc))
+    if isinstance(exc, InvalidValue):
+        return invalid_field(["body", exc.field], exc.message)
+    if isinstance(exc, Overloaded):
+        return ApiError(503, "overloaded", str(exc), headers={"Retry-After": str(exc.retry_after)})
+    return None
 
 
 def unauthorized() -> ApiError:
@@ -80,18 +98,21 @@ def from_validation(exc: ValidationError, where: str = "body") -> ApiError:
     return invalid([dict(e) for e in exc.errors(include_url=False, include_input=False)], where)
 
 
-async def api_error_handler(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, ApiError)
-    return exc.response()
+async def turnstream_error_handler(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, TurnstreamError)
+    mapped = as_api_error(exc)
+    if mapped is None:
+        return await unexpected_error_handler(request, exc)
+    return error_response(mapped)
 
 
 async def http_error_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     codes = {404: "not_found", 405: "method_not_allowed"}
     message = {404: f"no route {request.url.path}", 405: f"{request.method} is not allowed on {request.url.path}"}
-    return ApiError(exc.status_code, codes.get(exc.status_code, "http_error"),
-                    message.get(exc.status_code, str(exc.detail)),
-                    headers=dict(exc.headers) if exc.headers else None).response()
+    return error_response(ApiError(exc.status_code, codes.get(exc.status_code, "http_error"),
+                                   message.get(exc.status_code, str(exc.detail)),
+                                   headers=dict(exc.headers) if exc.headers else None))
 
 
 async def unexpected_error_handler(request: Request, exc: Exception) -> Response:
@@ -102,4 +123,5 @@ async def unexpected_error_handler(request: Request, exc: Exception) -> Response
                         status_code=500)
 
 
-__all__ = ["ApiError", "conflict", "from_validation", "invalid", "invalid_field", "not_found", "unauthorized"]
+__all__ = ["ApiError", "as_api_error", "conflict", "error_response", "from_validation", "invalid", "invalid_field",
+           "not_found", "unauthorized"]

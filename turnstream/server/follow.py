@@ -16,7 +16,8 @@ so a lost notification costs latency, never an event.
 The stream ends after the first ``turn_complete`` it sends, whatever its status: a turn
 that paused for the client ends a stream; the continuation is followed from that event's
 id. A turn that ended without ``turn_complete`` (interrupted by a crash) gets one made up
-from its stored state, numbered after its last event and not stored.
+from its stored state (``lifecycle.completion``), numbered after its last event and not
+stored.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 
 from ..bus import Bus, Envelope, Item, Message, Subscription
+from ..lifecycle import completion
 from ..store import Store
 
 ENDED = ("complete", "failed", "cancelled", "interrupted")
@@ -61,9 +63,7 @@ class Follower:
             return None
         if await self.store.events_after(self.turn_id, self.last):
             return None  # it did write more: the caller reads it
-        data = {"turn_id": turn.id, "status": turn.status, "stop_reason": turn.stop_reason or "error",
-                "usage": turn.usage.model_dump(), "steps": max((b.step for b in turn.blocks), default=0)}
-        return Envelope(self.session_id, self.turn_id, self.last + 1, "turn_complete", data)
+        return Envelope.of(self.session_id, completion(turn, self.last + 1))
 
     def _take(self, env: Envelope) -> bool:
         """True when ``env`` is new (and records it as sent)."""

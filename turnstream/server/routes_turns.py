@@ -7,10 +7,8 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 
 from ..blocks import Session, Turn
-from ..bus import Envelope
-from ..loop import submit_tool_result
-from ..store import TurnConflictError
-from .admission import Overloaded
+from ..errors import InvalidValue, NotFound, TurnConflictError
+from ..lifecycle import submit_tool_result
 from .api import API, OVERLOADED, Call, Reply
 from .auth import owned_session, owned_turn
 from .errors import ApiError, conflict, invalid_field, not_found
@@ -41,8 +39,6 @@ async def start_turn(state: AppState, session: Session, message: str,
     except TurnConflictError as exc:
         raise conflict(f"turn {exc.turn_id} is still open in this session (running or waiting for tool "
                        "results); wait for it, answer it, or cancel it") from None
-    except Overloaded as exc:
-        raise ApiError(503, "overloaded", str(exc), headers={"Retry-After": str(exc.retry_after)}) from None
     return Follower(state.store, state.bus, session.id, turn_id, 0, sub=sub,
                     ping_interval=state.settings.ping_interval)
 
@@ -100,22 +96,15 @@ async def _waiting_turn(state: AppState, session: Session, turn_id: str | None) 
 async def submit(state: AppState, session: Session, turn: Turn, tool_use_id: str, *, content: str | None,
                  is_error: bool, approved: bool | None, field_prefix: tuple[Any, ...] = ("body",)) -> bool:
     """Record one answer and publish what it stored (a result block, or the approval);
-    True when the turn can continue. Maps the core's refusals to 4xx."""
-    before = await state.store.last_event_n(turn.id)
+    True when the turn can continue. The core's refusals become 4xx by their type; an
+    invalid answer is a 422 naming its field under ``field_prefix``."""
     try:
-        ready = await submit_tool_result(state.store, turn.id, tool_use_id, content=content, is_error=is_error,
-                                         approved=approved)
-    except LookupError as exc:
-        current = await state.store.get_turn(turn.id)
-        if current is not None and current.status != "awaiting_client":
-            raise conflict(str(exc)) from None
+        return await submit_tool_result(state.store, turn.id, tool_use_id, content=content, is_error=is_error,
+                                        approved=approved, on_event=lambda ev: state.bus.publish(session.id, ev))
+    except NotFound:
         raise not_found(f"pending tool call {tool_use_id} in turn {turn.id}") from None
-    except ValueError as exc:
-        name = "approved" if "approved" in str(exc) else "content"
-        raise invalid_field([*field_prefix, name], str(exc)) from None
-    for ev in await state.store.events_after(turn.id, before):
-        state.bus.publish_envelope(Envelope.stored(session.id, ev))
-    return ready
+    except InvalidValue as exc:
+        raise invalid_field([*field_prefix, exc.field], str(exc)) from None
 
 
 @API.route("POST", "/api/sessions/{session_id}/tool-results",

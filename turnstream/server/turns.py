@@ -8,10 +8,12 @@ Which process drives a turn: the one that received the message, or, after a paus
 client, the one that received the last tool result (``claim_turn`` makes sure exactly one
 does). A cancel for a turn driven elsewhere goes over the bus.
 
-Safety net: when a driving task ends without the runner having finished the turn (a bug, a
-store failure, a cancel that came before the loop started), the turn is closed here:
-dangling tool calls get ``is_error`` results and ``turn_complete`` is written, so no
-listener waits forever and the session can take its next message.
+Safety net: when a driving task ends without the runner having finished the turn (a bug,
+a store that kept failing), the turn is closed here through the same close-out
+(``lifecycle.close_out_stored``): dangling tool calls get ``is_error`` results and
+``turn_complete`` is written, so no listener waits forever and the session can take its
+next message. Cancelling is ``TurnRunner.cancel()``, for a turn running here, and the same
+close-out for a turn that waits for the client.
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
-
-from ..blocks import Session, ToolResultBlock, ToolUseBlock, TurnStatus, TurnStopReason
-from ..bus import Bus, Envelope, Subscription
-from ..events import StreamEvent, TurnStart
+from ..aio import shielded
+from ..blocks import Session
+from ..bus import Bus, Subscription
+from ..errors import TurnNotWaiting
+from ..events import ErrorEvent, StreamEvent, TurnStart
+from ..lifecycle import close_out_stored
 from ..loop import CANCELLED, RunConfig, TurnRunner
-from ..store import Store, StoredEvent
+from ..store import Store
 from .admission import Admission
 
 log = logging.getLogger("turnstream.server.turns")
@@ -114,11 +117,18 @@ class TurnManager:
 
     async def resume(self, session: Session, turn_id: str) -> None:
         """Continue a turn whose last pending tool result just arrived (in the background)."""
-        runner = TurnRunner(self.config_for(session), self.store,
-                            on_event=lambda ev: self.bus.publish(session.id, ev))
+        runner = TurnRunner(self.config_for(session), self.store, on_event=self._publisher(session.id))
         live = _Live(runner, session.id)
         self._live[turn_id] = live
         self._spawn(live, runner.resume(turn_id), turn_id=turn_id)
+
+    def _publisher(self, session_id: str) -> Callable[[StreamEvent], None]:
+        bus = self.bus
+
+        def publish(ev: StreamEvent) -> None:
+            bus.publish(session_id, ev)
+
+        return publish
 
     def _spawn(self, live: _Live, coro: Awaitable[Any], turn_id: str | None = None) -> asyncio.Task[None]:
         task = asyncio.create_task(self._drive(live, coro, turn_id))
@@ -135,20 +145,21 @@ class TurnManager:
         except asyncio.CancelledError:
             if not live.cancelled:
                 raise
+        except TurnNotWaiting as exc:  # another request or process continued it first
+            if turn_id is None:
+                raise
+            log.info("turn %s: not resumed here (%s)", turn_id, exc)
         except Exception as exc:
             if runner.turn_id:
                 error = exc
             elif turn_id is None:
                 raise  # a turn that never started (TurnConflictError): start() reports it
-            elif isinstance(exc, ValueError):  # another request or process resumed it first
-                log.info("turn %s: not resumed here (%s)", turn_id, exc)
             else:
                 log.error("turn %s could not be resumed", turn_id, exc_info=exc)
         finally:
             tid = runner.turn_id
             if tid and runner.turn is None:
-                with anyio.CancelScope(shield=True):
-                    await self._safety_net(live, error)
+                await shielded(self._safety_net(live, error))
             if tid and self._live.get(tid) is live:
                 del self._live[tid]
             live.done.set()
@@ -159,13 +170,14 @@ class TurnManager:
             turn = await self.store.get_turn(tid)
             if turn is None or turn.status != "running":
                 return
+            publish = self._publisher(live.session_id)
             if error is not None:
                 log.error("turn %s failed", tid, exc_info=error)
                 reason = f"{type(error).__name__}: {error}"
-                await close_out(self.store, self.bus, live.session_id, tid, "failed", FAILED.format(reason=reason),
-                                error={"code": "internal_error", "message": reason, "retryable": False})
+                await close_out_stored(self.store, tid, "failed", FAILED.format(reason=reason), on_event=publish,
+                                       error=ErrorEvent(code="internal_error", message=reason, retryable=False))
             else:
-                await close_out(self.store, self.bus, live.session_id, tid, "cancelled", CANCELLED)
+                await close_out_stored(self.store, tid, "cancelled", CANCELLED, on_event=publish)
         except Exception:
             log.exception("turn %s could not be closed out", tid)
 
@@ -180,7 +192,8 @@ class TurnManager:
             return None
         if turn.status == "awaiting_client":
             if await self.store.claim_turn(turn_id, "awaiting_client", "running"):
-                await close_out(self.store, self.bus, session_id, turn_id, "cancelled", CANCELLED)
+                await close_out_stored(self.store, turn_id, "cancelled", CANCELLED,
+                                       on_event=self._publisher(session_id))
                 return "cancelled"
             if await self._cancel_local(turn_id):  # resumed here meanwhile
                 return "cancelled"
@@ -196,7 +209,8 @@ class TurnManager:
         live = self._live.get(turn_id)
         if live is None:
             return False
-        _request_cancel(live)
+        live.cancelled = True
+        live.runner.cancel()
         await live.done.wait()
         return True
 
@@ -210,51 +224,10 @@ class TurnManager:
         await self.admission.aclose()
         lives = list(self._running)
         for live in lives:
-            _request_cancel(live)
+            live.cancelled = True
+            live.runner.cancel()
         for live in lives:
             if live.task is not None:
                 with contextlib.suppress(BaseException):
                     await live.task
 
-
-def _request_cancel(live: _Live) -> None:
-    live.cancelled = True
-    if live.runner._task is not None:
-        live.runner.cancel()
-    elif live.task is not None:
-        # The loop has not started yet (it records its task when it does): cancel ours,
-        # and the safety net closes the turn.
-        live.task.cancel()
-
-
-async def close_out(store: Store, bus: Bus, session_id: str, turn_id: str, status: TurnStatus, reason: str,
-                    *, error: dict[str, Any] | None = None) -> None:
-    """End a turn that no runner will finish: answer its dangling tool calls with
-    ``is_error`` results, record an ``error`` event if given, and write ``turn_complete``.
-    The caller owns the turn (it is ``running`` and nobody else drives it)."""
-    turn = await store.get_turn(turn_id)
-    if turn is None:
-        return
-    n = await store.last_event_n(turn_id)
-    answered = {b.tool_use_id for b in turn.blocks if isinstance(b, ToolResultBlock)}
-    seq = len(turn.blocks)
-    for call in [b for b in turn.blocks if isinstance(b, ToolUseBlock) and b.tool_use_id not in answered]:
-        n += 1
-        block = ToolResultBlock(seq=seq, step=call.step, tool_use_id=call.tool_use_id, content=reason, is_error=True)
-        seq += 1
-        data = {"index": block.seq, "block": block.model_dump(mode="json", exclude_none=True)}
-        await store.append_block(turn_id, block, StoredEvent(turn_id, n, "block_stop", data))
-        bus.publish_envelope(Envelope(session_id, turn_id, n, "block_stop", data))
-    if error is not None:
-        n += 1
-        await store.append_event(StoredEvent(turn_id, n, "error", error))
-        bus.publish_envelope(Envelope(session_id, turn_id, n, "error", error))
-    n += 1
-    steps = max((b.step for b in turn.blocks), default=0)
-    stop_reason: TurnStopReason = "cancelled" if status == "cancelled" else "error"
-    data = {"turn_id": turn_id, "status": status, "stop_reason": stop_reason, "usage": turn.usage.model_dump(),
-            "steps": steps}
-    await store.finish_turn(turn_id, status=status, stop_reason=stop_reason, usage=turn.usage, steps=steps,
-                            error=error["message"] if error else None,
-                            event=StoredEvent(turn_id, n, "turn_complete", data))
-    bus.publish_envelope(Envelope(session_id, turn_id, n, "turn_complete", data))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from ..errors import MissingExtraError, UsageError
+from ..errors import MissingExtraError, SeqConflictError, TurnConflictError, UsageError
 from .memory import MemoryStore
-from .protocol import SeqConflictError, Store, StoredEvent, TurnConflictError, User
+from .protocol import Store, StoredEvent, User
 
 DEFAULT_DB = "sqlite:///./turnstream.db"
 

@@ -12,6 +12,7 @@ import orjson
 from pydantic import BaseModel
 
 from ..blocks import BLOCK_ADAPTER, Block, Session, TextBlock, ThinkingBlock, ToolResultBlock, Turn, Usage
+from ..errors import StoreError
 from .protocol import StoredEvent
 
 Dialect = Literal["sqlite", "postgres"]
@@ -67,12 +68,12 @@ def migrations(dialect: Dialect) -> list[Migration]:
         if version in chosen and chosen[version][0] and not specific:
             continue
         if version in chosen and chosen[version][0] == specific:
-            raise RuntimeError(f"two migrations numbered {version:04d} for {dialect}")
+            raise StoreError(f"two migrations numbered {version:04d} for {dialect}")
         chosen[version] = (specific, Migration(version, m[2], entry.read_text(encoding="utf-8")))
     found = [mig for _, mig in sorted(chosen.values(), key=lambda c: c[1].version)]
     if [mig.version for mig in found] != list(range(1, len(found) + 1)):
         numbers = [mig.version for mig in found]
-        raise RuntimeError(f"migrations for {dialect} are not numbered 1, 2, 3…: {numbers}")
+        raise StoreError(f"migrations for {dialect} are not numbered 1, 2, 3…: {numbers}")
     return found
 
 

@@ -11,8 +11,9 @@ from typing import Any
 import orjson
 
 from ..blocks import Block, Session, Turn, TurnStatus, TurnStopReason, Usage
+from ..errors import AlreadyExists, NotFound, SeqConflictError, TurnConflictError
 from .keys import hash_key, new_key
-from .protocol import SeqConflictError, StoredEvent, TurnConflictError, User, check_pending, first_event_of
+from .protocol import StoredEvent, User, check_pending, first_event_of
 
 _OPEN: tuple[TurnStatus, ...] = ("running", "awaiting_client")
 
@@ -58,7 +59,7 @@ class MemoryStore:
         session_id: str | None = None,
     ) -> Session:
         if session_id is not None and session_id in self._sessions:
-            raise ValueError(f"session {session_id} already exists")
+            raise AlreadyExists(f"session {session_id} already exists")
         s = Session(id=session_id or new_id("ses"), user_id=user_id, title=title, model=model,
                     toolset=toolset, created_at=time.time())
         self._sessions[s.id] = s
@@ -91,6 +92,8 @@ class MemoryStore:
         first_event: Callable[[str], StoredEvent] | None = None,
     ) -> Turn:
         async with self._lock:
+            if session_id not in self._session_turns:
+                raise NotFound("session", f"session {session_id} not found")
             for tid in self._session_turns[session_id]:
                 if self._turns[tid].status in _OPEN:
                     raise TurnConflictError(tid)
@@ -119,7 +122,7 @@ class MemoryStore:
                            status: TurnStatus | None = None, *, pending: Sequence[StoredEvent] = ()) -> None:
         first = check_pending(turn_id, pending, event)
         assert first is not None
-        t = self._turns[turn_id]
+        t = self._turn(turn_id)
         if block.seq != len(t.blocks) or first < self._next_n(turn_id):
             raise SeqConflictError(f"block seq {block.seq} is not the next seq {len(t.blocks)} of {turn_id}")
         self._check_open(t, status)
@@ -129,8 +132,14 @@ class MemoryStore:
         self._set(t, status)
 
     async def discard_step(self, turn_id: str, step: int) -> None:
-        t = self._turns[turn_id]
+        t = self._turn(turn_id)
         t.blocks = [b for b in t.blocks if b.step != step]
+
+    def _turn(self, turn_id: str) -> Turn:
+        t = self._turns.get(turn_id)
+        if t is None:
+            raise NotFound("turn", f"turn {turn_id} not found")
+        return t
 
     def _next_n(self, turn_id: str) -> int:
         evs = self._events.get(turn_id)
@@ -140,7 +149,7 @@ class MemoryStore:
                            pending: Sequence[StoredEvent] = ()) -> None:
         first = check_pending(event.turn_id, pending, event)
         assert first is not None
-        t = self._turns[event.turn_id]
+        t = self._turn(event.turn_id)
         if first < self._next_n(event.turn_id):
             raise SeqConflictError(f"event {first} is not above the last event of {event.turn_id}")
         self._check_open(t, status)
@@ -169,7 +178,7 @@ class MemoryStore:
         return evs[-1].n if evs else 0
 
     async def set_status(self, turn_id: str, status: TurnStatus) -> None:
-        t = self._turns[turn_id]
+        t = self._turn(turn_id)
         self._check_open(t, status)
         self._set(t, status)
 
@@ -187,7 +196,7 @@ class MemoryStore:
         step_usage: Sequence[Usage] = (), pending: Sequence[StoredEvent] = (),
     ) -> None:
         first = check_pending(turn_id, pending, event)
-        t = self._turns[turn_id]
+        t = self._turn(turn_id)
         if first is not None and first < self._next_n(turn_id):
             raise SeqConflictError(f"event {first} is not above the last event of {turn_id}")
         self._check_open(t, status)
@@ -210,7 +219,7 @@ class MemoryStore:
 
     async def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:
         if session_id not in self._sessions:
-            raise KeyError(session_id)
+            raise NotFound("session", f"session {session_id} not found")
         version = self._notebooks.get(session_id, (0, {}))[0] + 1
         # A JSON round trip keeps the stored copy apart from the caller's dict, as a database would.
         self._notebooks[session_id] = (version, orjson.loads(orjson.dumps(doc)))

@@ -54,6 +54,7 @@ import orjson
 from asyncpg.exceptions import ForeignKeyViolationError, UniqueViolationError
 
 from ..blocks import BLOCKS_ADAPTER, Block, Session, Turn, TurnStatus, TurnStopReason, Usage
+from ..errors import AlreadyExists, InvalidValue, NotFound, SeqConflictError, StoreError, TurnConflictError
 from ._sql import (
     SCHEMA_MIGRATIONS,
     SESSION_COLS,
@@ -67,7 +68,7 @@ from ._sql import (
     usage_to_json,
 )
 from .keys import hash_key, new_key
-from .protocol import SeqConflictError, StoredEvent, TurnConflictError, User, check_pending, first_event_of
+from .protocol import StoredEvent, User, check_pending, first_event_of
 
 if TYPE_CHECKING:
     Conn: TypeAlias = asyncpg.Connection[asyncpg.Record]
@@ -183,7 +184,7 @@ class _Pool:
 
     async def acquire(self) -> Conn:
         if self._closed:
-            raise RuntimeError("the store is closed")
+            raise StoreError("the store is closed")
         await self._slots.acquire()
         try:
             return await self._take()
@@ -270,7 +271,7 @@ class PostgresStore:
             done = {row[0] for row in await conn.fetch("SELECT version FROM schema_migrations")}
             known = migrations("postgres")
             if done - {m.version for m in known}:
-                raise RuntimeError(f"the database has migrations {sorted(done)} unknown to this turnstream;"
+                raise StoreError(f"the database has migrations {sorted(done)} unknown to this turnstream;"
                                    " a newer version wrote it")
             for mig in known:
                 if mig.version not in done:
@@ -292,7 +293,7 @@ class PostgresStore:
     def _conn(self) -> _Lease:
         """Borrow a connection: ``async with self._conn() as conn``."""
         if self._pool is None:
-            raise RuntimeError("the store is not open: await store.open() first")
+            raise StoreError("the store is not open: await store.open() first")
         return self._pool.connection()
 
     async def _one(self, sql: str, *args: Any) -> Row | None:
@@ -330,7 +331,7 @@ class PostgresStore:
             await self._count(f"INSERT INTO sessions ({SESSION_COLS}) VALUES ($1, $2, $3, $4, $5, $6)",
                               s.id, s.user_id, s.title, s.model, s.toolset, s.created_at)
         except UniqueViolationError:
-            raise ValueError(f"session {s.id} already exists") from None
+            raise AlreadyExists(f"session {s.id} already exists") from None
         return s
 
     async def get_session(self, session_id: str, *, with_turns: bool = False) -> Session | None:
@@ -388,7 +389,7 @@ class PostgresStore:
             try:
                 await conn.execute(sql.text, *sql.args(params))
             except ForeignKeyViolationError:
-                raise KeyError(session_id) from None
+                raise NotFound("session", f"session {session_id} not found") from None
             except UniqueViolationError as exc:
                 await self._open_conflict(conn, exc, t.id, session_id)
         return t
@@ -472,7 +473,7 @@ class PostgresStore:
                 await self._open_conflict(conn, exc, tid)
             state = await conn.fetchrow("SELECT next_seq, last_n FROM turns WHERE id = $1", tid)
         if state is None:
-            raise KeyError(tid)
+            raise NotFound("turn", f"turn {tid} not found")
         if seq is not None and seq != state[0]:
             raise SeqConflictError(f"block seq {seq} is not the next seq {state[0]} of {tid}")
         raise SeqConflictError(f"event {n} is not above the last event {state[1]} of {tid}")
@@ -480,7 +481,7 @@ class PostgresStore:
     async def append_block(self, turn_id: str, block: Block, event: StoredEvent,
                            status: TurnStatus | None = None, *, pending: Sequence[StoredEvent] = ()) -> None:
         if event.turn_id != turn_id:
-            raise ValueError(f"event of turn {event.turn_id} given with a block of turn {turn_id}")
+            raise InvalidValue("event", f"event of turn {event.turn_id} given with a block of turn {turn_id}")
         _, seq, step, btype, text, content = block_row(turn_id, block)
         params: dict[str, Any] = {"tid": turn_id, "seq": seq, "status": status, "runner": self.runner_id,
                                   "step": step, "type": btype, "text": text, "content": content}
@@ -494,7 +495,7 @@ class PostgresStore:
     async def discard_step(self, turn_id: str, step: int) -> None:
         async with self._conn() as conn, conn.transaction():
             if await conn.fetchval("SELECT 1 FROM turns WHERE id = $1 FOR UPDATE", turn_id) is None:
-                raise KeyError(turn_id)
+                raise NotFound("turn", f"turn {turn_id} not found")
             await conn.execute("DELETE FROM blocks WHERE turn_id = $1 AND step = $2", turn_id, step)
             await conn.execute("UPDATE turns SET next_seq = (SELECT coalesce(max(seq) + 1, 0) FROM blocks"
                                " WHERE turn_id = $1) WHERE id = $1", turn_id)
@@ -527,7 +528,7 @@ class PostgresStore:
 
     async def set_status(self, turn_id: str, status: TurnStatus) -> None:
         if await self._status(turn_id, status, self._SET) != 1:
-            raise KeyError(turn_id)
+            raise NotFound("turn", f"turn {turn_id} not found")
 
     async def claim_turn(self, turn_id: str, expected: TurnStatus, new: TurnStatus) -> bool:
         return await self._status(turn_id, new, self._CLAIM, {"expected": expected}) == 1
@@ -542,7 +543,7 @@ class PostgresStore:
                                   "steps": steps, "error": error, "status": status, "runner": self.runner_id}
         if event is None:
             if await self._status(turn_id, status, self._SET_OUTCOME, params) != 1:
-                raise KeyError(turn_id)
+                raise NotFound("turn", f"turn {turn_id} not found")
             return
         # One statement: the guarded counter update, the events, and the outcome columns.
         params["seq"] = None
@@ -579,7 +580,7 @@ class PostgresStore:
                 " version = notebooks.version + 1, updated_at = excluded.updated_at RETURNING version",
                 session_id, dumps(doc), time.time())
         except ForeignKeyViolationError:
-            raise KeyError(session_id) from None
+            raise NotFound("session", f"session {session_id} not found") from None
         assert row is not None
         return int(row[0])
 

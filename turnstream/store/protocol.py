@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..blocks import Block, Session, Turn, TurnStatus, TurnStopReason, Usage
+from ..errors import InvalidValue, SeqConflictError
+from ..events import StreamEvent, decode
 
 
 @dataclass(slots=True)
@@ -57,17 +59,14 @@ class StoredEvent:
     name: str
     data: dict[str, Any]
 
+    @classmethod
+    def of(cls, ev: StreamEvent) -> StoredEvent:
+        """The record of an event: the one way a stored event is made."""
+        return cls(ev.turn_id, ev.n, ev.name, ev.data())
 
-class SeqConflictError(Exception):
-    """Another writer took this turn's next ``seq`` or ``n`` first; re-read and try again."""
-
-
-class TurnConflictError(Exception):
-    """A turn is already running (or awaiting the client) in this session."""
-
-    def __init__(self, turn_id: str) -> None:
-        super().__init__(f"turn {turn_id} is still running in this session")
-        self.turn_id = turn_id
+    def event(self) -> StreamEvent:
+        """The event this record holds (``InvalidValue`` if its data does not fit its name)."""
+        return decode(self.name, self.data, turn_id=self.turn_id, n=self.n)
 
 
 def check_pending(turn_id: str, pending: Sequence[StoredEvent], event: StoredEvent | None) -> int | None:
@@ -77,17 +76,17 @@ def check_pending(turn_id: str, pending: Sequence[StoredEvent], event: StoredEve
     must be above the turn's last stored ``n``; None when it stores no event."""
     if event is None:
         if pending:
-            raise ValueError("pending events need an event of the write to follow them")
+            raise InvalidValue("pending", "pending events need an event of the write to follow them")
         return None
     if event.turn_id != turn_id:
-        raise ValueError(f"event of turn {event.turn_id} given with a write to turn {turn_id}")
+        raise InvalidValue("event", f"event of turn {event.turn_id} given with a write to turn {turn_id}")
     if not pending:
         return event.n
     for p, q in zip(pending, (*pending[1:], event), strict=True):
         if p.turn_id != turn_id:
-            raise ValueError(f"event of turn {p.turn_id} given with a write to turn {turn_id}")
+            raise InvalidValue("pending", f"event of turn {p.turn_id} given with a write to turn {turn_id}")
         if p.n >= q.n:
-            raise ValueError(f"pending events must be numbered in rising order below {event.n}")
+            raise InvalidValue("pending", f"pending events must be numbered in rising order below {event.n}")
     return pending[0].n
 
 
@@ -98,7 +97,7 @@ def first_event_of(turn_id: str, first_event: Callable[[str], StoredEvent] | Non
         return None
     event = first_event(turn_id)
     if event.turn_id != turn_id:
-        raise ValueError(f"event of turn {event.turn_id} given as the first event of {turn_id}")
+        raise InvalidValue("first_event", f"event of turn {event.turn_id} given as the first event of {turn_id}")
     if event.n < 1:
         raise SeqConflictError(f"event {event.n} is not above 0, the last event of the new turn {turn_id}")
     return event

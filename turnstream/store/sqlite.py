@@ -31,6 +31,7 @@ import anyio.to_thread
 import orjson
 
 from ..blocks import Block, Session, Turn, TurnStatus, TurnStopReason, Usage
+from ..errors import AlreadyExists, NotFound, SeqConflictError, StoreError, TurnConflictError
 from ._sql import (
     SCHEMA_MIGRATIONS,
     SESSION_COLS,
@@ -45,7 +46,7 @@ from ._sql import (
     usage_to_json,
 )
 from .keys import hash_key, new_key
-from .protocol import SeqConflictError, StoredEvent, TurnConflictError, User, check_pending, first_event_of
+from .protocol import StoredEvent, User, check_pending, first_event_of
 
 T = TypeVar("T")
 
@@ -100,7 +101,7 @@ def _refused(conn: sqlite3.Connection, turn_id: str, seq: int | None, n: int | N
     """Explain why a guarded write to a turn touched no row."""
     row = conn.execute("SELECT next_seq, last_n FROM turns WHERE id = ?", (turn_id,)).fetchone()
     if row is None:
-        raise KeyError(turn_id)
+        raise NotFound("turn", f"turn {turn_id} not found")
     if seq is not None and seq != row[0]:
         raise SeqConflictError(f"block seq {seq} is not the next seq {row[0]} of {turn_id}")
     raise SeqConflictError(f"event {n} is not above the last event {row[1]} of {turn_id}")
@@ -164,7 +165,7 @@ class SQLiteStore:
             done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
             known = migrations("sqlite")
             if done - {m.version for m in known}:
-                raise RuntimeError(f"the database has migrations {sorted(done)} unknown to this turnstream;"
+                raise StoreError(f"the database has migrations {sorted(done)} unknown to this turnstream;"
                                    " a newer version wrote it")
             for mig in known:
                 if mig.version in done:
@@ -192,7 +193,7 @@ class SQLiteStore:
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn = self._conn
         if conn is None:
-            raise RuntimeError("the store is not open: await store.open() first")
+            raise StoreError("the store is not open: await store.open() first")
         if not self._queued:
             try:
                 return fn(conn)
@@ -238,7 +239,7 @@ class SQLiteStore:
                     c.execute(f"INSERT INTO sessions ({SESSION_COLS}) VALUES (?, ?, ?, ?, ?, ?)",
                               (s.id, s.user_id, s.title, s.model, s.toolset, s.created_at))
             except sqlite3.IntegrityError:
-                raise ValueError(f"session {s.id} already exists") from None
+                raise AlreadyExists(f"session {s.id} already exists") from None
 
         await self._run(op)
         return s
@@ -280,7 +281,7 @@ class SQLiteStore:
         def op(c: sqlite3.Connection) -> None:
             with _write(c):
                 if c.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
-                    raise KeyError(session_id)
+                    raise NotFound("session", f"session {session_id} not found")
                 try:
                     c.execute("INSERT INTO turns (id, session_id, input, status, usage, model, client_tools,"
                               " created_at, runner_id, last_n) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
@@ -376,7 +377,7 @@ class SQLiteStore:
         def op(c: sqlite3.Connection) -> None:
             with _write(c):
                 if c.execute("SELECT 1 FROM turns WHERE id = ?", (turn_id,)).fetchone() is None:
-                    raise KeyError(turn_id)
+                    raise NotFound("turn", f"turn {turn_id} not found")
                 c.execute("DELETE FROM blocks WHERE turn_id = ? AND step = ?", (turn_id, step))
                 c.execute("UPDATE turns SET next_seq = (SELECT coalesce(max(seq) + 1, 0) FROM blocks"
                           " WHERE turn_id = ?1) WHERE id = ?1", (turn_id,))
@@ -413,7 +414,7 @@ class SQLiteStore:
         def op(c: sqlite3.Connection) -> None:
             with _write(c):
                 if self._status(c, turn_id, status, None) != 1:
-                    raise KeyError(turn_id)
+                    raise NotFound("turn", f"turn {turn_id} not found")
 
         await self._run(op)
 
@@ -449,7 +450,7 @@ class SQLiteStore:
                     self._advance(c, turn_id, None, event.n, status, first)
                     self._insert_events(c, (*pending, event))
                 elif self._status(c, turn_id, status, None) != 1:
-                    raise KeyError(turn_id)
+                    raise NotFound("turn", f"turn {turn_id} not found")
                 c.execute("UPDATE turns SET stop_reason = ?, usage = ?, steps = ?, error = ? WHERE id = ?",
                           (stop_reason, usage_json, steps, error, turn_id))
 
@@ -490,7 +491,7 @@ class SQLiteStore:
         def op(c: sqlite3.Connection) -> int:
             with _write(c):
                 if c.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
-                    raise KeyError(session_id)
+                    raise NotFound("session", f"session {session_id} not found")
                 row = c.execute(
                     "INSERT INTO notebooks (session_id, doc, version, updated_at) VALUES (?1, ?2, 1, ?3)"
                     " ON CONFLICT (session_id) DO UPDATE SET doc = ?2, version = notebooks.version + 1,"

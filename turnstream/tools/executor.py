@@ -27,7 +27,6 @@ Approver = Callable[[ToolUseBlock, Tool], Awaitable[bool]]
 """Asked inline before a ``requires_approval`` tool runs; False denies the call."""
 
 DENIED = "The user denied this tool call; it was not run. Do not retry it unless the user asks."
-INTERRUPTED = "The tool call was interrupted before it finished (the turn was cancelled or the server stopped)."
 
 
 @dataclass(slots=True)

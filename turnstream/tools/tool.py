@@ -15,7 +15,7 @@ from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from ..errors import UsageError
+from ..errors import ToolInputError, UsageError
 
 Executor = Literal["server", "client"]
 DEFAULT_TIMEOUT = 30.0
@@ -58,13 +58,13 @@ class Tool:
                    requires_approval=requires_approval)
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Validated arguments, or ValueError with a message the model can act on."""
+        """Validated arguments, or ToolInputError (a ValueError) with a message the model can act on."""
         if self.args_model is None:
             return args
         try:
             return dict(self.args_model.model_validate(args))
         except ValidationError as exc:
-            raise ValueError(_validation_message(self.name, exc)) from None
+            raise ToolInputError(_validation_message(self.name, exc)) from None
 
 
 def _validation_message(name: str, exc: ValidationError) -> str:

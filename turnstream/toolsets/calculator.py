@@ -23,6 +23,7 @@ import math
 import operator
 from collections.abc import Callable
 
+from ..errors import CalculatorError
 from ..tools.tool import tool
 
 Number = int | float
@@ -31,10 +32,6 @@ MAX_EXPRESSION_CHARS = 500
 MAX_INT_BITS = 3322  # about 10**1000
 MAX_EXPONENT = 10_000
 MAX_ROUND_DIGITS = 100
-
-
-class CalculatorError(ValueError):
-    """The expression is not allowed, or its value cannot be computed."""
 
 
 def _pow(base: Number, exp: Number) -> Number:

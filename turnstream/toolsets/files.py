@@ -18,6 +18,7 @@ import os
 import stat
 from pathlib import Path
 
+from ..errors import NotATextFileError, PathOutsideRootError
 from ..tools.tool import Tool, tool
 
 MAX_READ_BYTES = 64 * 1024
@@ -25,14 +26,6 @@ MAX_READ_BYTES = 64 * 1024
 MAX_ENTRIES = 500
 """``list_directory`` shows at most this many entries and says how many it left out."""
 _SNIFF_BYTES = 8192
-
-
-class PathOutsideRootError(PermissionError):
-    """The path resolves to somewhere outside the tool's root directory."""
-
-
-class NotATextFileError(ValueError):
-    """The file looks binary, so it is not returned to the model."""
 
 
 def _is_within(path: Path, root: Path) -> bool:

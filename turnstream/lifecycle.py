@@ -1,0 +1,251 @@
+"""How a turn's events are written, how a turn ends, and how a waiting turn takes an answer.
+
+Three things every path of a turn shares, in one place:
+
+* ``TurnRecorder`` is the one writer of a turn's events. It numbers them, stores each one
+  that is kept (a block with its ``block_stop`` in one transaction, a status change riding
+  along), and only then hands it to ``on_event`` (the bus, a queue). The runner drives one
+  for the turn it runs; the other paths load one from the store (``TurnRecorder.load``).
+* ``close_out`` ends a turn that will not finish normally: every tool call without a result
+  gets an ``is_error`` result (so the transcript stays valid for every provider), an
+  ``error`` event is written when there is one, then ``turn_complete``. The runner calls it
+  on cancel and failure; the server's turn manager calls ``close_out_stored`` for a turn no
+  runner will finish (cancelled while it waited for the client, its driving task lost, its
+  process gone).
+* ``submit_tool_result`` records a client's answer to a ``tool_request``: a client tool's
+  result, or an approval decision.
+
+The caller of ``close_out_stored`` must own the turn: it is ``running`` (or was just taken
+from ``awaiting_client`` with ``claim_turn``) and nobody else drives it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from .blocks import Block, ToolResultBlock, ToolUseBlock, Turn, TurnStatus, TurnStopReason, Usage
+from .errors import InvalidValue, NotFound, SeqConflictError, StoreWriteError, TurnNotWaiting
+from .events import (
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    ErrorEvent,
+    StepStart,
+    StreamEvent,
+    ToolApproval,
+    ToolRequest,
+    TurnComplete,
+)
+from .store.protocol import Store, StoredEvent
+from .tools.executor import DENIED
+
+log = logging.getLogger("turnstream.lifecycle")
+
+EventSink = Callable[[StreamEvent], None]
+
+SUBMIT_ATTEMPTS = 5
+"""Tries to store an answer when other writers keep taking the turn's next number."""
+
+
+class TurnRecorder:
+    """Numbers, stores and hands on the events of one turn; keeps its blocks and usage."""
+
+    def __init__(self, store: Store, turn_id: str, session_id: str, *, user_input: str = "", model: str = "",
+                 n: int = 0, blocks: Sequence[Block] = (), usage: Usage | None = None,
+                 step_usage: Sequence[Usage] = (), on_event: EventSink | None = None) -> None:
+        self.store = store
+        self.turn_id = turn_id
+        self.session_id = session_id
+        self.user_input = user_input
+        self.model = model
+        self.n = n
+        """The number of the last event written (stored or live)."""
+        self.blocks: list[Block] = list(blocks)
+        self.usage = usage or Usage()
+        self.step_usage: list[Usage] = list(step_usage)
+        self.error: str | None = None
+        self.on_event = on_event
+        self.turn: Turn | None = None
+        """The finished turn, once ``finish`` ran."""
+        self._pending: list[StoredEvent] = []
+        """Stored events held back for the turn's next write (see ``emit``)."""
+
+    @classmethod
+    async def load(cls, store: Store, turn_id: str, *, on_event: EventSink | None = None) -> TurnRecorder | None:
+        """A recorder that goes on from what the store holds for the turn; None if it is gone."""
+        turn = await store.get_turn(turn_id)
+        if turn is None:
+            return None
+        return cls(store, turn.id, turn.session_id, user_input=turn.input, model=turn.model,
+                   n=await store.last_event_n(turn_id), blocks=turn.blocks, usage=turn.usage,
+                   step_usage=turn.step_usage, on_event=on_event)
+
+    @property
+    def steps(self) -> int:
+        return max((b.step for b in self.blocks), default=0)
+
+    async def emit(self, ev: StreamEvent, status: TurnStatus | None = None, *, steps: int | None = None) -> None:
+        """Number ``ev``, store it unless it is live only (deltas, block starts), then hand it on.
+
+        A ``block_stop`` stores its block; ``turn_complete`` records the turn's end (usage,
+        ``steps``, the error); ``status`` rides in the same transaction. A ``step_start``
+        that nobody sees live is held back and stored with the turn's next write (a crash
+        in between loses only that event)."""
+        self.n += 1
+        ev.turn_id, ev.n = self.turn_id, self.n
+        if type(ev) is not BlockDelta and type(ev) is not BlockStart:
+            stored = StoredEvent.of(ev)
+            if type(ev) is StepStart and self.on_event is None:
+                self._pending.append(stored)
+                return
+            pending, self._pending = self._pending, []
+            try:
+                if type(ev) is BlockStop:
+                    assert ev.block is not None
+                    await self.store.append_block(self.turn_id, ev.block, stored, status, pending=pending)
+                elif type(ev) is TurnComplete:
+                    await self.store.finish_turn(
+                        self.turn_id, status=ev.status, stop_reason=ev.stop_reason, usage=self.usage,
+                        steps=self.steps if steps is None else steps, event=stored, error=self.error,
+                        step_usage=self.step_usage, pending=pending)
+                else:
+                    await self.store.append_event(stored, status, pending=pending)
+            except Exception as exc:
+                raise StoreWriteError(f"could not store {ev.name} {self.n} of turn {self.turn_id}: "
+                                      f"{type(exc).__name__}: {exc}") from exc
+        if self.on_event is not None:
+            self.on_event(ev)
+
+    async def add_block(self, block: Block) -> None:
+        """A finished block that was not streamed (a tool result): its start and its stop."""
+        tid = block.tool_use_id if isinstance(block, ToolResultBlock) else None
+        await self.emit(BlockStart(index=block.seq, type=block.type, tool_use_id=tid,
+                                   tool_name=self.tool_name(tid) if tid else None))
+        self.blocks.append(block)
+        await self.emit(BlockStop(index=block.seq, block=block))
+
+    async def add_result(self, call: ToolUseBlock, content: str, is_error: bool) -> None:
+        await self.add_block(ToolResultBlock(seq=len(self.blocks), step=call.step, tool_use_id=call.tool_use_id,
+                                             content=content, is_error=is_error))
+
+    def tool_name(self, tool_use_id: str) -> str | None:
+        for b in self.blocks:
+            if isinstance(b, ToolUseBlock) and b.tool_use_id == tool_use_id:
+                return b.name
+        return None
+
+    def unanswered(self) -> list[ToolUseBlock]:
+        """The tool calls that have no result yet, in call order."""
+        answered = {b.tool_use_id for b in self.blocks if isinstance(b, ToolResultBlock)}
+        return [b for b in self.blocks if isinstance(b, ToolUseBlock) and b.tool_use_id not in answered]
+
+    async def close_out(self, reason: str, status: TurnStatus, error: ErrorEvent | None = None, *,
+                        steps: int | None = None) -> Turn:
+        """End the turn abnormally with a valid transcript: ``reason`` answers every
+        unanswered call (``is_error``), ``error`` is written if given, then ``turn_complete``
+        with ``status`` and stop reason ``cancelled`` (for a cancel) or ``error``."""
+        for call in self.unanswered():
+            await self.add_result(call, reason, True)
+        if error is not None:
+            self.error = error.message
+            await self.emit(error)
+        return await self.finish(status, "cancelled" if status == "cancelled" else "error", steps=steps)
+
+    async def finish(self, status: TurnStatus, stop_reason: TurnStopReason, *, steps: int | None = None) -> Turn:
+        """Write ``turn_complete`` and return the turn as it now stands."""
+        steps = self.steps if steps is None else steps
+        await self.emit(TurnComplete(status=status, stop_reason=stop_reason, usage=self.usage, steps=steps),
+                        steps=steps)
+        self.turn = Turn(id=self.turn_id, session_id=self.session_id, input=self.user_input, status=status,
+                         blocks=list(self.blocks), usage=self.usage, step_usage=self.step_usage,
+                         stop_reason=stop_reason, steps=steps, model=self.model, error=self.error)
+        return self.turn
+
+
+async def close_out_stored(store: Store, turn_id: str, status: TurnStatus, reason: str, *,
+                           error: ErrorEvent | None = None, on_event: EventSink | None = None) -> Turn | None:
+    """``close_out`` for a turn that no runner will finish, from what the store holds.
+    None when the turn no longer exists. The caller owns the turn (see the module doc)."""
+    recorder = await TurnRecorder.load(store, turn_id, on_event=on_event)
+    if recorder is None:
+        return None
+    return await recorder.close_out(reason, status, error)
+
+
+def completion(turn: Turn, n: int) -> TurnComplete:
+    """The ``turn_complete`` that an ended turn's stored state implies, numbered ``n``: for
+    a turn that ended without writing one (its process died before the close-out did)."""
+    return TurnComplete(status=turn.status, stop_reason=turn.stop_reason or "error", usage=turn.usage,
+                        steps=max((b.step for b in turn.blocks), default=0), turn_id=turn.id, n=n)
+
+
+async def submit_tool_result(store: Store, turn_id: str, tool_use_id: str, *, content: str | None = None,
+                             is_error: bool = False, approved: bool | None = None,
+                             on_event: EventSink | None = None) -> bool:
+    """Record a client's answer to a ``tool_request``: a client tool's result (``content``,
+    ``is_error``; ``approved=False`` declines to run it), or an approval decision for a
+    server tool (``approved``). A result is stored as the call's ``tool_result`` block, an
+    approval as a ``tool_approval`` event (the call runs when the turn continues), a denial
+    as an ``is_error`` result. Each stored event goes to ``on_event`` after it is stored.
+
+    Returns True when every pending call of the turn is answered: continue it then.
+    Raises ``NotFound`` (no such turn, or no such pending call), ``TurnNotWaiting``,
+    ``InvalidValue`` naming ``content`` or ``approved`` for an answer that does not fit the
+    call, ``SeqConflictError`` when other writers keep getting in first."""
+    for _ in range(SUBMIT_ATTEMPTS):
+        turn = await store.get_turn(turn_id)
+        if turn is None:
+            raise NotFound("turn", f"unknown turn {turn_id}")
+        if turn.status != "awaiting_client":
+            raise TurnNotWaiting(turn_id, turn.status)
+        requests: dict[str, ToolRequest] = {}
+        approvals: set[str] = set()
+        for stored in await store.events_after(turn_id, 0):
+            if stored.name in ("tool_request", "tool_approval"):
+                ev = stored.event()
+                if isinstance(ev, ToolRequest):
+                    requests[ev.tool_use_id] = ev
+                elif isinstance(ev, ToolApproval):
+                    approvals.add(ev.tool_use_id)
+        answered = {b.tool_use_id for b in turn.blocks if isinstance(b, ToolResultBlock)}
+        req = requests.get(tool_use_id)
+        if req is None or tool_use_id in answered or tool_use_id in approvals:
+            raise NotFound("tool call", f"no pending tool call {tool_use_id} in turn {turn_id}")
+        call = next(b for b in turn.blocks if isinstance(b, ToolUseBlock) and b.tool_use_id == tool_use_id)
+        n = await store.last_event_n(turn_id) + 1
+        ev_out: StreamEvent
+        if req.executor == "client":
+            if approved is False:
+                content, is_error = DENIED, True
+            elif content is None:
+                raise InvalidValue("content", "content is required for a client tool's result")
+        elif approved is None:
+            raise InvalidValue("approved", "approved (true or false) is required for a tool that needs approval")
+        elif approved:
+            content = None
+        else:
+            content, is_error = DENIED, True
+        if content is not None:
+            block = ToolResultBlock(seq=len(turn.blocks), step=call.step, tool_use_id=tool_use_id,
+                                    content=content, is_error=is_error)
+            ev_out = BlockStop(index=block.seq, block=block, turn_id=turn_id, n=n)
+        else:
+            ev_out = ToolApproval(tool_use_id=tool_use_id, approved=True, turn_id=turn_id, n=n)
+        try:
+            if isinstance(ev_out, BlockStop):
+                assert ev_out.block is not None
+                await store.append_block(turn_id, ev_out.block, StoredEvent.of(ev_out))
+                answered.add(tool_use_id)
+            else:
+                await store.append_event(StoredEvent.of(ev_out))
+                approvals.add(tool_use_id)
+        except SeqConflictError:
+            continue
+        if on_event is not None:
+            on_event(ev_out)
+        return all(t in answered or t in approvals for t in requests)
+    raise SeqConflictError(f"could not record the result for {tool_use_id}: too many concurrent writers")
+
+
+__all__ = ["EventSink", "TurnRecorder", "close_out_stored", "completion", "submit_tool_result"]
