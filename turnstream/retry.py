@@ -12,12 +12,11 @@ The official SDKs retry too; turnstream talks HTTP itself, so attempts never mul
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
-
-import anyio
 
 from .errors import ProviderError
 from .providers.base import ModelRequest, Provider, ProviderEvent
@@ -79,7 +78,7 @@ Sleep = Callable[[float], Awaitable[None]]
 
 
 async def stream_with_retries(
-    provider: Provider, request: ModelRequest, policy: RetryPolicy, *, sleep: Sleep = anyio.sleep,
+    provider: Provider, request: ModelRequest, policy: RetryPolicy, *, sleep: Sleep = asyncio.sleep,
     on_retry: Callable[[int, ProviderError, float], None] | None = None,
 ) -> AsyncGenerator[ProviderEvent, None]:
     """Yield the step's events, retrying failures that happen before the first event."""

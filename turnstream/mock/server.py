@@ -19,6 +19,7 @@ test added (``bench/server_bench.py``).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import time
@@ -28,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -150,7 +150,7 @@ class MockProvider:
                 yield frame[: max(0, after_bytes - sent)]
                 raise SimulatedFault("mock fault: connection dropped")
             if script.delay_s:
-                await anyio.sleep(script.delay_s)
+                await asyncio.sleep(script.delay_s)
             sent += len(frame)
             if SENT_AT in frame:
                 frame = frame.replace(SENT_AT, b"%.6f" % time.time())

@@ -7,6 +7,8 @@ body where there is one (PROVIDER-FACTS: classify by the body, not only the stat
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -15,7 +17,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import aclosing, asynccontextmanager
 from typing import Any, Protocol
 
-import anyio
 import httpx2 as httpx
 import orjson
 
@@ -82,9 +83,10 @@ async def drain(chunks: AsyncIterator[bytes], timeout: float = 1.0) -> None:
     which follows at once), so that the connection goes back to the pool. A response closed
     before its end cannot be reused: every step would open a new connection (and against a
     real API, a new TLS session). A body that does not end within ``timeout`` is closed."""
-    with anyio.move_on_after(timeout):
-        async for _ in chunks:
-            pass
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            async for _ in chunks:
+                pass
 
 
 def redact_headers(headers: dict[str, str]) -> dict[str, str]:

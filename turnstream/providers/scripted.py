@@ -8,11 +8,10 @@ HTTP adapter would raise.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator
 
-import anyio
-
-from ..blocks import ToolResultBlock, Usage
+from ..blocks import StopReason, ToolResultBlock, Usage
 from ..errors import ProviderStatusError, ProviderStreamError, StreamBrokenError
 from ..mock.scenario import RequestView, Scenario, fragments
 from .base import BlockClosed, BlockOpened, Delta, ModelRequest, ProviderEvent, StepEnded
@@ -34,6 +33,10 @@ def request_view(req: ModelRequest) -> RequestView:
             rounds += 1
     return RequestView(user_texts, rounds, results, last_input, req.max_tokens, [t.name for t in req.tools])
 
+
+_STOP_REASONS: dict[str, StopReason] = {s: s for s in ("end_turn", "tool_use", "max_tokens", "stop_sequence",
+                                                      "refusal", "pause_turn")}
+"""A scenario's stop reason as the loop knows it; any other (a provider-specific one) ends the turn."""
 
 class ScriptedProvider:
     name = "scripted"
@@ -70,7 +73,7 @@ class ScriptedProvider:
                                               retryable=etype in RETRYABLE_TYPES)
                 raise StreamBrokenError(f"the stream broke ({kind})", retryable=True)
             if delay:
-                await anyio.sleep(delay)
+                await asyncio.sleep(delay)
 
         size = script.fragment_size
         for i, b in enumerate(script.blocks):
@@ -98,9 +101,7 @@ class ScriptedProvider:
         u = script.usage
         usage = Usage(input_tokens=u.get("input_tokens", 0), output_tokens=u.get("output_tokens", 0),
                       cache_read_input_tokens=u.get("cache_read_input_tokens", 0))
-        stop = script.stop_reason
-        yield StepEnded(stop if stop in ("end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal",
-                                         "pause_turn") else "end_turn", usage, stop)  # type: ignore[arg-type]
+        yield StepEnded(_STOP_REASONS.get(script.stop_reason, "end_turn"), usage, script.stop_reason)
 
     async def aclose(self) -> None:
         return None

@@ -6,7 +6,7 @@ WAL mode with ``synchronous = NORMAL`` a commit does not wait for the disk, so a
 tens of microseconds, far less than a hop to a worker thread (measured: a 3-step turn's
 persistence fell from about 3 ms to under 1 ms of CPU). When the database is locked by
 another process, or a call is already waiting in the worker thread, the call goes to the
-thread instead (``anyio.to_thread``, one call at a time) with ``busy_timeout`` of 5 s, so
+thread instead (one worker thread, one call at a time) with ``busy_timeout`` of 5 s, so
 the event loop never waits on another process's lock and the connection is never used by
 two threads at once. A call is never abandoned half-way: cancelling the awaiting task
 waits for the thread, so a transaction always commits or rolls back as a whole.
@@ -17,19 +17,20 @@ with ``busy_timeout`` that serialises writers across processes sharing the file 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-import anyio
-import anyio.to_thread
 import orjson
 
+from ..aio import shielded
 from ..blocks import Block, Session, Turn, TurnStatus, TurnStopReason, Usage
 from ..errors import AlreadyExists, NotFound, SeqConflictError, StoreError, TurnConflictError
 from ._sql import (
@@ -129,7 +130,8 @@ class SQLiteStore:
         self.path = os.fspath(path)
         self.runner_id = runner_id or _new_id("run")
         self._conn: sqlite3.Connection | None = None
-        self._limiter: anyio.CapacityLimiter | None = None
+        self._thread: ThreadPoolExecutor | None = None
+        """The one worker thread for calls that cannot run inline (see the module doc)."""
         self._queued = 0
         """Calls waiting for or running in the worker thread; the fast path waits its turn."""
 
@@ -137,8 +139,15 @@ class SQLiteStore:
     async def open(self) -> None:
         if self._conn is not None:
             return
-        self._limiter = anyio.CapacityLimiter(1)
-        self._conn = await anyio.to_thread.run_sync(self._connect, limiter=self._limiter)
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="turnstream-sqlite")
+        self._conn = await self._in_thread(self._connect)
+
+    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in the worker thread. A call once sent is awaited to its end even
+        if the caller is cancelled meanwhile (the cancellation follows): a write the caller
+        gave up on must not run behind the next one's back."""
+        assert self._thread is not None
+        return await shielded(asyncio.get_running_loop().run_in_executor(self._thread, fn, *args))
 
     def _connect(self) -> sqlite3.Connection:
         if self.path != ":memory:":
@@ -188,7 +197,12 @@ class SQLiteStore:
             finally:
                 conn.close()
 
-        await anyio.to_thread.run_sync(close, limiter=self._limiter)
+        try:
+            await self._in_thread(close)
+        finally:
+            if self._thread is not None:
+                self._thread.shutdown(wait=False)
+                self._thread = None
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn = self._conn
@@ -202,7 +216,7 @@ class SQLiteStore:
                     raise
         self._queued += 1
         try:
-            return await anyio.to_thread.run_sync(_patiently, fn, conn, limiter=self._limiter)
+            return await self._in_thread(_patiently, fn, conn)
         finally:
             self._queued -= 1
 

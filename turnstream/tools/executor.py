@@ -9,12 +9,12 @@ but cancellation always does.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import anyio
 import orjson
 from pydantic import BaseModel
 
@@ -109,11 +109,11 @@ class ToolExecutor:
             for o in sequential:
                 await self._run_one(o, session_id, turn_id)
 
-        async with anyio.create_task_group() as tg:
+        async with asyncio.TaskGroup() as tg:
             for o in parallel:
-                tg.start_soon(self._run_one, o, session_id, turn_id)
+                tg.create_task(self._run_one(o, session_id, turn_id))
             if sequential:
-                tg.start_soon(run_in_order)
+                tg.create_task(run_in_order())
 
     async def _run_one(self, o: Outcome, session_id: str, turn_id: str) -> None:
         tool = o.tool
@@ -126,17 +126,20 @@ class ToolExecutor:
         if tool.context_param:
             args[tool.context_param] = ToolContext(session_id, turn_id, o.call.tool_use_id, self.deps)
         fn = tool.fn
+        deadline = asyncio.timeout(tool.timeout)
         try:
-            with anyio.move_on_after(tool.timeout) as deadline:
+            async with deadline:
                 if tool.is_async:
                     value = await fn(**args)
-                else:
-                    value = await anyio.to_thread.run_sync(lambda: fn(**args), abandon_on_cancel=True)
+                else:  # a sync tool runs in a worker thread; on time-out or cancel it is left to finish
+                    value = await asyncio.to_thread(fn, **args)
                 o.content = truncate(to_text(value), self.max_result_chars)
-            if deadline.cancelled_caught:
+        except TimeoutError as exc:
+            if not deadline.expired():  # the tool's own TimeoutError, not our deadline
+                log.exception("tool %s failed (call %s)", tool.name, o.call.tool_use_id)
+                o.content, o.is_error = truncate(f"{type(exc).__name__}: {exc}", self.max_result_chars), True
+            else:
                 o.content, o.is_error = f"Tool execution timed out after {format_seconds(tool.timeout)}", True
-        except anyio.get_cancelled_exc_class():
-            raise
         except Exception as exc:
             log.exception("tool %s failed (call %s)", tool.name, o.call.tool_use_id)
             o.content, o.is_error = truncate(f"{type(exc).__name__}: {exc}", self.max_result_chars), True

@@ -43,11 +43,16 @@ def report(line: dict[str, Any]) -> None:
 
 def main() -> None:
     store_url, session_id, model, runs_file, fifo = sys.argv[1:6]
+    loop: asyncio.AbstractEventLoop | None = None
 
     def started(name: str) -> None:
         with open(runs_file, "a") as f:
             f.write(name + "\n")
-        report({"event": "tool_started", "tool": name})
+        # Reported through the event loop, after the events already handed to the listener
+        # (the tool runs in a worker thread, which may start before the listener has
+        # printed the call's block_stop).
+        assert loop is not None
+        loop.call_soon_threadsafe(report, {"event": "tool_started", "tool": name})
 
     @tool
     def echo(value: str) -> str:
@@ -62,6 +67,8 @@ def main() -> None:
         return Path(fifo).read_text()  # blocks: nobody opens the FIFO for writing
 
     async def turn() -> None:
+        nonlocal loop
+        loop = asyncio.get_running_loop()
         agent = Agent(model, tools=[echo, wait_for_signal], store=store_url, session_id=session_id)
         deltas: set[int] = set()
         async with aclosing(agent.stream("start the work")) as events:
