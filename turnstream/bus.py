@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .events import StreamEvent, decode
+from .settings import DatabaseURL
 from .store.protocol import StoredEvent
 
 if TYPE_CHECKING:
@@ -408,12 +409,9 @@ class PostgresBus(Bus):
             await self.on_control(str(doc["a"]), str(doc["t"]))
 
 
-def open_bus(db_url: str) -> Bus:
-    """The bus that fits a database URL: shared over PostgreSQL, else in-process."""
-    scheme = db_url.partition("://")[0].lower()
-    if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
-        return PostgresBus("postgresql://" + db_url.partition("://")[2])
-    return Bus()
+def open_bus(db: DatabaseURL) -> Bus:
+    """The bus that fits a database: shared over PostgreSQL, else in-process."""
+    return PostgresBus(db.target) if db.shared else Bus()
 
 
 __all__ = ["Bus", "Envelope", "Message", "PostgresBus", "Subscription", "Wake", "open_bus"]

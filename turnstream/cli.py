@@ -1,20 +1,24 @@
-"""The ``turnstream`` command. Every flag has an environment variable of the same name
-(``--db`` = ``TURNSTREAM_DB``, ``--model`` = ``TURNSTREAM_MODEL``, ``--port`` = ``TURNSTREAM_PORT``)."""
+"""The ``turnstream`` command.
+
+The environment is read once (``Settings.from_env()``); every flag is the same setting as
+its variable (``--db`` is ``TURNSTREAM_DB``) and, when given, wins over it. A flag's help
+comes from the settings table and names its variable and its default.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
+from importlib import metadata
 from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+from .settings import SETTINGS, Settings
 
 
-def _env(name: str, default: str | None = None) -> str | None:
-    return os.environ.get(f"TURNSTREAM_{name}") or default
-
-
-def _cmd_mock_provider(args: argparse.Namespace) -> int:
+def _cmd_mock_provider(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from .mock.server import build_app
@@ -25,31 +29,31 @@ def _cmd_mock_provider(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_serve(args: argparse.Namespace) -> int:
+def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from .server.main import serve
 
-    code: int = serve(host=args.host, port=args.port, db=args.db, model=args.model)
+    code: int = serve(settings)
     return code
 
 
-def _cmd_chat(args: argparse.Namespace) -> int:
+def _cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
     from .terminal import main as chat_main
 
-    return chat_main(args)
+    return chat_main(settings, session=args.session)
 
 
-def _cmd_replay(args: argparse.Namespace) -> int:
+def _cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     from .replay import replay
 
-    code: int = asyncio.run(replay(args.session_id, db=args.db))
+    code: int = asyncio.run(replay(args.session_id, db=settings.db))
     return code
 
 
-def _cmd_users(args: argparse.Namespace) -> int:
+def _cmd_users(args: argparse.Namespace, settings: Settings) -> int:
     from .store import open_store
 
     async def add() -> int:
-        store = open_store(args.db)
+        store = open_store(settings.db)
         await store.open()
         try:
             user, key = await store.create_user(args.name)
@@ -62,50 +66,77 @@ def _cmd_users(args: argparse.Namespace) -> int:
     return asyncio.run(add())
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _flag(parser: argparse.ArgumentParser, name: str, defaults: Settings, *, type_: Any = str) -> None:
+    """Add the flag of setting ``name``; its default stays None ("not given") so that the
+    environment's value, already in ``defaults``, is kept unless the flag is used."""
+    spec = next(s for s in SETTINGS if s.name == name)
+    assert spec.flag is not None
+    current = getattr(defaults, name)
+    shown = "none" if current in (None, "") else str(current)
+    parser.add_argument(spec.flag, dest=name, default=None, type=type_, metavar=name.upper(),
+                        help=f"{spec.help} (${spec.env}; now: {shown})")
+
+
+def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
+    d = defaults or Settings()
     p = argparse.ArgumentParser(prog="turnstream", description="Streaming tool calls done right.")
+    try:
+        version = metadata.version("turnstream")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        version = "0"
+    p.add_argument("--version", action="version", version=f"turnstream {version}")
     sub = p.add_subparsers(dest="command", required=True)
-    db_default = _env("DB")
 
     s = sub.add_parser("serve", help="the HTTP API and web UI")
-    s.add_argument("--host", default=_env("HOST", "127.0.0.1"))
-    s.add_argument("--port", type=int, default=int(_env("PORT", "8000") or 8000))
-    s.add_argument("--db", default=db_default, help="sqlite:///path (default ./turnstream.db) or postgresql://…")
-    s.add_argument("--model", default=_env("MODEL"), help="provider:model (default: from the API keys, else the demo)")
+    _flag(s, "host", d)
+    _flag(s, "port", d, type_=int)
+    _flag(s, "db", d)
+    _flag(s, "model", d)
     s.set_defaults(fn=_cmd_serve)
 
     c = sub.add_parser("chat", help="terminal chat")
-    c.add_argument("--model", default=_env("MODEL"))
-    c.add_argument("--root", default=_env("ROOT", "."), type=Path)
-    c.add_argument("--server", default=_env("SERVER"))
-    c.add_argument("--key", default=_env("KEY"))
-    c.add_argument("--session", default=None)
+    _flag(c, "model", d)
+    _flag(c, "root", d, type_=Path)
+    _flag(c, "server", d)
+    _flag(c, "key", d)
+    c.add_argument("--session", default=None, help="resume this conversation (its id)")
     c.set_defaults(fn=_cmd_chat)
 
     m = sub.add_parser("mock-provider", help="a local server speaking the providers' streaming formats")
-    m.add_argument("--host", default="127.0.0.1")
-    m.add_argument("--port", type=int, default=8765)
-    m.add_argument("--scenario", default=None, help="scenario file or built-in name")
+    m.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
+    m.add_argument("--port", type=int, default=8765, help="the port to listen on (default: 8765)")
+    m.add_argument("--scenario", default=None, help="scenario file or built-in name (default: echo)")
     m.set_defaults(fn=_cmd_mock_provider)
 
     r = sub.add_parser("replay", help="print a stored session block by block")
-    r.add_argument("session_id")
-    r.add_argument("--db", default=db_default)
+    r.add_argument("session_id", help="the session to print")
+    _flag(r, "db", d)
     r.set_defaults(fn=_cmd_replay)
 
     u = sub.add_parser("users", help="manage users")
     usub = u.add_subparsers(dest="users_command", required=True)
     ua = usub.add_parser("add", help="create a user and print its API key once")
-    ua.add_argument("name")
-    ua.add_argument("--db", default=db_default)
+    ua.add_argument("name", help="the user's name")
+    _flag(ua, "db", d)
     ua.set_defaults(fn=_cmd_users)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
-        code: int = args.fn(args)
+        settings = Settings.from_env()
+    except UsageError as exc:
+        print(f"turnstream: {exc}", file=sys.stderr)
+        return 2
+    args = build_parser(settings).parse_args(argv)
+    flags = {k: v for k, v in vars(args).items() if k not in ("fn", "command", "users_command")}
+    try:
+        settings = settings.overlay(**flags)
+    except UsageError as exc:  # e.g. --db with a URL that cannot be read
+        print(f"turnstream {args.command}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        code: int = args.fn(args, settings)
     except KeyboardInterrupt:
         return 130
     return code

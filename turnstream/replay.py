@@ -16,6 +16,7 @@ from .blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from .settings import DatabaseURL
 from .store import open_store
 
 
@@ -39,7 +40,7 @@ def describe(block: Block) -> str:
     raise AssertionError(f"unknown block {block!r}")
 
 
-async def replay(session_id: str, *, db: str | None = None, console: Console | None = None) -> int:
+async def replay(session_id: str, *, db: str | DatabaseURL | None = None, console: Console | None = None) -> int:
     out = console or Console()
     store = open_store(db)
     await store.open()

@@ -20,7 +20,6 @@ turnstream server instead (``remote.run_remote_chat``), fed to the same renderer
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import codecs
 import contextlib
@@ -58,6 +57,7 @@ from .events import (
     TurnStart,
 )
 from .farewell import is_farewell
+from .settings import CHAT_DEMO, Settings
 from .store import Store
 from .tools.tool import Tool
 from .toolsets import calculator_tool, make_file_tools
@@ -65,9 +65,6 @@ from .toolsets import calculator_tool, make_file_tools
 RESULT_PREVIEW_LINES = 8
 RESULT_PREVIEW_LINE_CHARS = 200
 MARKDOWN_REFRESH_PER_SECOND = 15
-DEFAULT_ANTHROPIC_MODEL = "anthropic:claude-sonnet-4-5"
-DEFAULT_OPENAI_MODEL = "openai:gpt-4o-mini"
-DEMO_MODEL = "scripted:echo"
 GOODBYE = "Bye! (resume this conversation with: {command})"
 
 SYSTEM_PROMPT = """\
@@ -77,17 +74,7 @@ Call a tool only when the answer needs it: for greetings, thanks and small talk,
 When the tools have given you what you need, answer in plain words and stop."""
 
 
-def chat_home() -> Path:
-    """Where the chat keeps its history: ``$TURNSTREAM_HOME``, else the user's data directory."""
-    env = os.environ.get("TURNSTREAM_HOME")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "turnstream"
-
-
-def chat_db_url(home: Path | None = None) -> str:
-    home = home or chat_home()
+def chat_db_url(home: Path) -> str:
     home.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{home / 'chat.db'}"
 
@@ -545,15 +532,6 @@ def _sigint(handler: Callable[[], None]) -> Iterator[bool]:
             loop.remove_signal_handler(signal.SIGINT)
 
 
-def default_model() -> str:
-    """The model when none is named: from the API key that is set, else the scripted echo demo."""
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        return DEFAULT_ANTHROPIC_MODEL
-    if os.environ.get("OPENAI_API_KEY"):
-        return DEFAULT_OPENAI_MODEL
-    return DEMO_MODEL
-
-
 class ChatUI:
     """The terminal side of one chat: console, input, renderer and Ctrl-C handling."""
 
@@ -686,6 +664,7 @@ async def run_chat(
     session: str | None = None,
     *,
     db: str | None = None,
+    home: Path | None = None,
     system: str | None = None,
     max_steps: int = 10,
     extra_tools: Sequence[Tool] = (),
@@ -696,7 +675,8 @@ async def run_chat(
 
     ``model`` is ``provider:model``; ``root`` is the directory the file tools may read;
     ``session`` resumes a stored conversation (or starts one under that id); ``db``
-    overrides the store URL (default ``sqlite:///$TURNSTREAM_HOME/chat.db``); ``extra_tools``
+    overrides the store URL (default ``sqlite:///<home>/chat.db``, ``home`` being
+    ``Settings().chat_home()`` unless given); ``extra_tools``
     are added to ``list_directory``, ``read_file`` and ``calculator``.
     """
     console = console or Console(highlight=False)
@@ -704,7 +684,7 @@ async def run_chat(
     try:
         real_root = root.expanduser().resolve(strict=True)
         tools = [*make_file_tools(real_root), calculator_tool, *extra_tools]
-        store = open_store_url(db or chat_db_url())
+        store = open_store_url(db or chat_db_url(home or Settings.from_env().chat_home()))
         agent = Agent(model, tools=tools, system=system or SYSTEM_PROMPT.format(root=real_root),
                       max_steps=max_steps, store=store, approve=chat.approve)
     except (TurnstreamError, OSError) as exc:
@@ -739,16 +719,17 @@ def _log_to_file(path: Path) -> None:
     logger.propagate = False
 
 
-def main(args: argparse.Namespace) -> int:
-    """``turnstream chat``: reads ``model``, ``root``, ``session``, ``server`` and ``key`` from the
-    parsed flags. With ``server`` the turns run there and the local tools run here."""
-    _log_to_file(chat_home() / "chat.log")
-    if getattr(args, "server", None):
+def main(settings: Settings, *, session: str | None = None) -> int:
+    """``turnstream chat`` with the given settings (``model``, ``root``, ``server``, ``key``,
+    ``home``). With ``server`` the turns run there and the local tools run here."""
+    home = settings.chat_home()
+    _log_to_file(home / "chat.log")
+    if settings.server:
         from .remote import run_remote_chat
 
-        return asyncio.run(run_remote_chat(args.server, getattr(args, "key", None), Path(args.root),
-                                           getattr(args, "session", None), model=args.model))
-    model = args.model or default_model()
-    if model == DEMO_MODEL and not args.model:
-        print(f"No --model and no API key: using the scripted demo model {DEMO_MODEL}.", file=sys.stderr)
-    return asyncio.run(run_chat(model, Path(args.root), getattr(args, "session", None)))
+        return asyncio.run(run_remote_chat(settings.server, settings.key, settings.root, session,
+                                           model=settings.model or None))
+    model, demo = settings.default_model(CHAT_DEMO)
+    if demo:
+        print(f"No --model and no API key: using the scripted demo model {model}.", file=sys.stderr)
+    return asyncio.run(run_chat(model, settings.root, session, home=home))

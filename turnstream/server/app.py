@@ -26,7 +26,7 @@ from .api import API, Call, Reply
 from .errors import http_error_handler, turnstream_error_handler, unexpected_error_handler
 from .logs import AccessLog
 from .models import Health
-from .state import AppState
+from .state import STATIC_DIR, AppState
 from .ws import session_socket
 
 log = logging.getLogger("turnstream.server")
@@ -84,7 +84,7 @@ def create_app(state: AppState) -> Starlette:
     async def openapi_json(request: Request) -> Response:
         return JSONResponse(openapi)
 
-    static = state.settings.static_dir
+    static = state.settings.static_dir or STATIC_DIR
 
     async def index(request: Request) -> Response:
         page = static / "index.html"

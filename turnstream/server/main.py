@@ -1,10 +1,7 @@
 """``turnstream serve``: open the store, recover, make sure a user can log in, serve.
 
-Settings (each flag has its environment variable; see ``cli.py``): ``--db`` /
-``TURNSTREAM_DB``, ``--model`` / ``TURNSTREAM_MODEL``, plus ``TURNSTREAM_ALLOWED_ORIGINS``,
-``TURNSTREAM_PING_INTERVAL``, ``TURNSTREAM_SCENARIO_DIR``, ``TURNSTREAM_ADMIT_MAX_LAG_MS``,
-``TURNSTREAM_ADMIT_MAX_WAIT``, ``TURNSTREAM_LOG_LEVEL``, ``TURNSTREAM_LOG_FORMAT`` and
-``TURNSTREAM_KEY_FILE``.
+It runs with one ``Settings`` object (``turnstream.settings``: the environment, read once,
+with the command line's flags over it).
 
 The login key: keys are stored hashed, so the key printed at start-up is kept in a key
 file readable only by its owner (``<database file>.key`` for SQLite, else under
@@ -26,15 +23,16 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..bus import Bus, open_bus
 from ..errors import UsageError
-from ..mock.scenario import builtin_names
-from ..store import DEFAULT_DB, Store, open_store
+from ..settings import SERVER_DEMO, Settings
+from ..store import Store, open_store
 from . import logs
-from .state import AppState, Settings
+from .state import AppState
 
 GC_GEN0 = 20_000
 """Allocations between young collections while serving (Python's default is 700)."""
@@ -44,27 +42,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("turnstream.server")
 
-DEMO = "notebook-demo"
 
-
-def default_model() -> tuple[str, bool]:
-    """The model when none was given: from the API keys in the environment, else the demo."""
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        return "anthropic:claude-sonnet-4-5", False
-    if os.environ.get("OPENAI_API_KEY"):
-        return "openai:gpt-4.1", False
-    names = builtin_names()
-    return f"scripted:{DEMO if DEMO in names else 'echo'}", True
-
-
-def key_file(db: str) -> Path:
-    explicit = os.environ.get("TURNSTREAM_KEY_FILE")
-    if explicit:
-        return Path(explicit)
-    scheme, _, rest = db.partition("://")
-    if scheme == "sqlite" and rest not in ("/:memory:", "/"):
-        return Path(rest[1:] + ".key")
-    digest = hashlib.sha256(db.encode()).hexdigest()[:16]
+def key_file(settings: Settings) -> Path:
+    """Where the login key is kept: ``TURNSTREAM_KEY_FILE``, else beside the SQLite file,
+    else under ``~/.config/turnstream/`` (named by a hash of the database URL)."""
+    if settings.key_file is not None:
+        return settings.key_file
+    db = settings.db
+    if db.kind == "sqlite" and db.persistent:
+        return Path(db.target + ".key")
+    digest = hashlib.sha256(db.url.encode()).hexdigest()[:16]
     return Path.home() / ".config" / "turnstream" / f"{digest}.key"
 
 
@@ -83,18 +70,6 @@ async def login_key(store: Store, path: Path, *, persistent: bool) -> tuple[str,
     return key, True
 
 
-def _settings(db: str, model: str, demo: bool) -> Settings:
-    origins = tuple(o.strip().rstrip("/") for o in os.environ.get("TURNSTREAM_ALLOWED_ORIGINS", "").split(",")
-                    if o.strip())
-    ping = float(os.environ.get("TURNSTREAM_PING_INTERVAL") or 15.0)
-    scenario_dir = os.environ.get("TURNSTREAM_SCENARIO_DIR")
-    max_lag = float(os.environ.get("TURNSTREAM_ADMIT_MAX_LAG_MS") or 10.0) / 1000
-    max_wait = float(os.environ.get("TURNSTREAM_ADMIT_MAX_WAIT") or 60.0)
-    return Settings(db=db, model=model, demo=demo, allowed_origins=origins, ping_interval=ping,
-                    admit_max_lag=max_lag, admit_max_wait=max_wait,
-                    scenario_dir=Path(scenario_dir).resolve() if scenario_dir else None)
-
-
 async def _heartbeat(store: Store, every: float) -> None:
     while True:
         await asyncio.sleep(every)
@@ -104,12 +79,12 @@ async def _heartbeat(store: Store, every: float) -> None:
             log.warning("heartbeat failed: %s", exc)
 
 
-async def _run(host: str, port: int, db: str, model: str, demo: bool) -> int:
+async def _run(settings: Settings) -> int:
     import uvicorn
 
     from .app import create_app
 
-    settings = _settings(db, model, demo)
+    db, model, demo, host, port = settings.db, settings.model, settings.demo, settings.host, settings.port
     store = open_store(db)
     await store.open()
     bus = open_bus(db)
@@ -122,8 +97,7 @@ async def _run(host: str, port: int, db: str, model: str, demo: bool) -> int:
             log.info("recovered %d interrupted turn(s)", len(recovered), extra={"turns": recovered})
         state = AppState(settings=settings, store=store, bus=bus, notebooks=_notebooks(store, bus))
         state.provider(model)  # fail now, not on the first message, when the model is unusable
-        persistent = not db.startswith(("memory:", "sqlite:///:memory:"))
-        key, created = await login_key(store, key_file(db), persistent=persistent)
+        key, created = await login_key(store, key_file(settings), persistent=db.persistent)
         beat = asyncio.create_task(_heartbeat(store, settings.heartbeat_interval))
 
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
@@ -140,7 +114,8 @@ async def _run(host: str, port: int, db: str, model: str, demo: bool) -> int:
         print(f"turnstream serving {model} on http://{shown}:{real_port}/#key={key}", flush=True)
 
         app = create_app(state)
-        _tune_gc()
+        if settings.gc == "tuned":
+            _tune_gc()
         config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=3, ws_ping_interval=20)
         server = uvicorn.Server(config)
@@ -166,9 +141,7 @@ def _tune_gc() -> None:
     long), and young collections ran 771 times. ``gc.freeze()`` moves what start-up built
     (modules, pydantic schemas, the app: most of the heap) out of every later collection,
     and a larger first threshold makes young collections rarer; the turns' own objects are
-    still collected."""
-    if os.environ.get("TURNSTREAM_GC", "").lower() == "default":
-        return
+    still collected. ``TURNSTREAM_GC=default`` leaves the collector as Python sets it."""
     gc.collect()
     gc.freeze()
     gen0, gen1, gen2 = gc.get_threshold()
@@ -204,12 +177,12 @@ def _notebooks(store: Store, bus: Bus) -> NotebookManager | None:
     return NotebookManager(store, on_change=broadcast)
 
 
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's event loop when it is installed (``uvicorn[standard]`` brings it), as uvicorn
     itself would pick: the server drives uvicorn from its own ``asyncio`` run, so uvicorn
     does not choose the loop. Per event (a provider read, a bus wake-up, an SSE write) it
     costs a fraction of the default loop's CPU. ``TURNSTREAM_LOOP=asyncio`` keeps the default."""
-    if os.environ.get("TURNSTREAM_LOOP", "").lower() == "asyncio":
+    if choice == "asyncio":
         return None
     try:
         import uvloop
@@ -219,15 +192,14 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return factory
 
 
-def serve(*, host: str = "127.0.0.1", port: int = 8000, db: str | None = None, model: str | None = None) -> int:
-    logs.setup(os.environ.get("TURNSTREAM_LOG_LEVEL", "INFO"), os.environ.get("TURNSTREAM_LOG_FORMAT", "json"))
-    db = db or os.environ.get("TURNSTREAM_DB") or DEFAULT_DB
-    demo = False
-    if not model:
-        model, demo = default_model()
+def serve(settings: Settings) -> int:
+    """Run the server until SIGINT or SIGTERM; the exit status."""
+    logs.setup(settings.log_level, settings.log_format)
+    model, demo = settings.default_model(SERVER_DEMO)
+    settings = replace(settings, model=model, demo=demo)
     try:
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            return runner.run(_run(host, port, db, model, demo))
+        with asyncio.Runner(loop_factory=_loop_factory(settings.loop)) as runner:
+            return runner.run(_run(settings))
     except UsageError as exc:
         print(f"turnstream serve: {exc}", file=sys.stderr)
         return 2

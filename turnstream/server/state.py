@@ -1,4 +1,5 @@
-"""What the server holds for its lifetime: settings, store, bus, live turns, notebooks.
+"""What the server holds for its lifetime: settings (``turnstream.settings``), store, bus,
+live turns, notebooks.
 
 ``AppState.config_for(session)`` is the one place that decides what a turn of a session
 runs with: its model (the session's, else the server's) and its server tools (the
@@ -16,6 +17,7 @@ from ..bus import Bus
 from ..errors import UsageError
 from ..loop import RunConfig
 from ..providers import Provider, resolve_model
+from ..settings import Settings
 from ..store import Store
 from ..tools.tool import Tool
 from .auth import Authenticator
@@ -31,31 +33,6 @@ NOTEBOOK_SYSTEM = (
     "You work beside the user's notebook. Use the notebook tools to read, write and run cells "
     "(Python, or SQL over the Python namespace's DataFrames) and answer from their outputs."
 )
-
-
-@dataclass(slots=True)
-class Settings:
-    db: str
-    model: str
-    demo: bool = False
-    """True when no model was configured and the demo scenario runs."""
-    allowed_origins: tuple[str, ...] = ()
-    """Origins allowed on the WebSocket besides the server's own (``TURNSTREAM_ALLOWED_ORIGINS``)."""
-    ping_interval: float = 15.0
-    """Seconds between SSE comment pings (``TURNSTREAM_PING_INTERVAL``)."""
-    static_dir: Path = STATIC_DIR
-    heartbeat_interval: float = 10.0
-    stale_after: float = 45.0
-    """With a shared database: a running turn whose process has not beaten for this long is recovered."""
-    admit_max_lag: float = 0.010
-    """New turns wait while the event loop runs later than this, in seconds (admission.py;
-    ``TURNSTREAM_ADMIT_MAX_LAG_MS``, 0 turns the gate off)."""
-    admit_max_wait: float = 60.0
-    """A turn not admitted after this many seconds gets 503 (``TURNSTREAM_ADMIT_MAX_WAIT``)."""
-    scenario_dir: Path | None = None
-    """Where a session may take ``scripted:`` scenario files from (``TURNSTREAM_SCENARIO_DIR``);
-    without it, sessions may only name built-in scenarios, so no client can make the server read a
-    file of its choosing."""
 
 
 def toolset_tools(name: str | None, *, notebooks_available: bool) -> list[Tool]:

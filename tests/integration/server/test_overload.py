@@ -15,7 +15,7 @@ from turnstream.store import MemoryStore
 async def test_a_turn_that_cannot_be_admitted_gets_503_and_stores_nothing() -> None:
     store = MemoryStore()
     await store.open()
-    settings = Settings(db="memory:", model="scripted:echo", admit_max_lag=0.015, admit_max_wait=0.05)
+    settings = Settings(db="memory://", model="scripted:echo", admit_max_lag=0.015, admit_max_wait=0.05)
     state = AppState(settings=settings, store=store, bus=Bus())
     gate = state.turns.admission
     gate.interval = 3600.0  # no real tick: the test says how late the loop runs

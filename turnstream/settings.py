@@ -1,0 +1,265 @@
+"""Every setting of the commands, read once from the environment into one frozen object.
+
+``Settings.from_env()`` reads ``TURNSTREAM_*`` (and whether a provider key is set) once;
+the command line overlays its flags with ``overlay`` (a flag and its variable are one
+setting); everything else receives the object. ``SETTINGS`` is the one table of them: the
+parser takes its help text from it, and docs/settings.md is written from it
+(``markdown_table()``; a test keeps the page in step).
+
+Two values are parsed here once for everyone: the database URL (``DatabaseURL``: the store,
+the bus and the key file all read the parsed value) and the default model
+(``default_model``: the server and the terminal chat follow the same rule).
+
+The provider adapters read their own keys and base URLs (``ANTHROPIC_API_KEY``,
+``OPENAI_BASE_URL``, …) when one is made, as the official SDKs do; the library works
+without this object.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from .errors import UsageError
+
+DEFAULT_DB = "sqlite:///./turnstream.db"
+ANTHROPIC_DEFAULT = "anthropic:claude-sonnet-4-5"
+OPENAI_DEFAULT = "openai:gpt-4.1"
+SERVER_DEMO = "scripted:notebook-demo"
+CHAT_DEMO = "scripted:echo"
+
+_DB_FORMS = "sqlite:///path/to.db, sqlite:///:memory:, postgresql://user@host/dbname or memory://"
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseURL:
+    """A parsed ``--db`` / ``TURNSTREAM_DB``. ``kind`` says which store (and bus) it names;
+    ``target`` is the SQLite file (``:memory:`` for a private one) or the PostgreSQL URL
+    (``postgresql://…``); ``url`` is what was given. ``str()`` hides a password."""
+
+    kind: Literal["sqlite", "postgres", "memory"]
+    target: str
+    url: str
+
+    @classmethod
+    def parse(cls, url: str) -> DatabaseURL:
+        """Forms: ``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``sqlite:///:memory:``,
+        ``postgresql://…`` or ``postgres://…`` (``postgresql+psycopg://`` too, an older
+        spelling of the same database) and ``memory://``. ``UsageError`` otherwise, which
+        echoes only the scheme (the rest may hold a password)."""
+        url = url.strip()
+        scheme, sep, rest = url.partition("://")
+        scheme = scheme.lower()
+        if not sep:
+            raise UsageError(f"the database must be given as a URL ({_DB_FORMS}), not {url!r}")
+        if scheme == "memory":
+            return cls("memory", "", url)
+        if scheme == "sqlite":
+            if not rest.startswith("/") or rest == "/":
+                raise UsageError(f"a SQLite URL needs three slashes and a path: {_DB_FORMS}")
+            return cls("sqlite", rest[1:], url)
+        if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
+            return cls("postgres", "postgresql://" + rest, url)
+        raise UsageError(f"unknown database URL scheme {scheme + '://'!r} (--db / TURNSTREAM_DB); use {_DB_FORMS}")
+
+    @property
+    def persistent(self) -> bool:
+        """True when the data outlives the process."""
+        return self.kind == "postgres" or (self.kind == "sqlite" and self.target != ":memory:")
+
+    @property
+    def shared(self) -> bool:
+        """True when several processes may use the database at once (turns, events, the bus)."""
+        return self.kind == "postgres"
+
+    def __str__(self) -> str:
+        parts = urlsplit(self.url)
+        if parts.password:
+            host = parts.hostname or ""
+            port = f":{parts.port}" if parts.port else ""
+            return urlunsplit((parts.scheme, f"{parts.username}:***@{host}{port}", parts.path, parts.query, ""))
+        return self.url
+
+
+def _origins(value: str) -> tuple[str, ...]:
+    return tuple(o.strip().rstrip("/") for o in value.split(",") if o.strip())
+
+
+def _seconds_from_ms(value: str) -> float:
+    return float(value) / 1000
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        v = value.strip().lower()
+        if v not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return v
+    return parse
+
+
+def _path(value: str) -> Path:
+    return Path(value).expanduser()
+
+
+def _folder(value: str) -> Path:
+    return Path(value).expanduser().resolve()
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One row of the table: the field it fills, its variable, its flag, how to read it."""
+
+    name: str
+    env: str
+    help: str
+    parse: Callable[[str], Any] = str
+    flag: str | None = None
+    commands: tuple[str, ...] = ("serve",)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("db", "TURNSTREAM_DB", "the database: sqlite:///path, postgresql://… or memory://",
+            DatabaseURL.parse, "--db", ("serve", "replay", "users")),
+    Setting("model", "TURNSTREAM_MODEL", "provider:model; without it, from the API key that is set, else the "
+            "offline demo", str, "--model", ("serve", "chat")),
+    Setting("host", "TURNSTREAM_HOST", "the address to listen on", str, "--host"),
+    Setting("port", "TURNSTREAM_PORT", "the port to listen on (0 picks a free one)", int, "--port"),
+    Setting("allowed_origins", "TURNSTREAM_ALLOWED_ORIGINS", "origins allowed on the WebSocket besides the "
+            "server's own, comma-separated", _origins),
+    Setting("ping_interval", "TURNSTREAM_PING_INTERVAL", "seconds between SSE comment pings", float),
+    Setting("scenario_dir", "TURNSTREAM_SCENARIO_DIR", "a folder sessions may take scripted: scenario files "
+            "from (without it, only built-in scenarios)", _folder),
+    Setting("admit_max_lag", "TURNSTREAM_ADMIT_MAX_LAG_MS", "new turns wait while the event loop runs this "
+            "many ms late (0 turns the admission gate off)", _seconds_from_ms),
+    Setting("admit_max_wait", "TURNSTREAM_ADMIT_MAX_WAIT", "seconds a new turn may wait to start before it "
+            "gets 503", float),
+    Setting("key_file", "TURNSTREAM_KEY_FILE", "where serve keeps the login key (default: beside the SQLite "
+            "file, else under ~/.config/turnstream/)", _path),
+    Setting("log_level", "TURNSTREAM_LOG_LEVEL", "DEBUG also logs provider requests (keys redacted)",
+            _choice("debug", "info", "warning", "error")),
+    Setting("log_format", "TURNSTREAM_LOG_FORMAT", "json (one object per line) or text",
+            _choice("json", "text")),
+    Setting("gc", "TURNSTREAM_GC", "tuned (freeze start-up objects, rarer young collections) or default",
+            _choice("tuned", "default")),
+    Setting("loop", "TURNSTREAM_LOOP", "the event loop: uvloop when installed, or asyncio",
+            _choice("uvloop", "asyncio")),
+    Setting("home", "TURNSTREAM_HOME", "where the terminal chat keeps its history (default: "
+            "$XDG_DATA_HOME/turnstream)", _path, None, ("chat",)),
+    Setting("root", "TURNSTREAM_ROOT", "the folder the chat's file tools may read", _path, "--root", ("chat",)),
+    Setting("server", "TURNSTREAM_SERVER", "run the chat's turns on this turnstream server (its tools run "
+            "here)", str, "--server", ("chat",)),
+    Setting("key", "TURNSTREAM_KEY", "the API key for --server", str, "--key", ("chat",)),
+)
+"""Every setting, in the order the docs list them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What the commands run with. Defaults are the documented ones; ``from_env`` fills in
+    what the environment sets and ``overlay`` what the command line does."""
+
+    db: DatabaseURL = field(default_factory=lambda: DatabaseURL.parse(DEFAULT_DB))
+    model: str = ""
+    """The configured model ("" when none: see ``default_model``)."""
+    host: str = "127.0.0.1"
+    port: int = 8000
+    allowed_origins: tuple[str, ...] = ()
+    ping_interval: float = 15.0
+    scenario_dir: Path | None = None
+    admit_max_lag: float = 0.010
+    admit_max_wait: float = 60.0
+    key_file: Path | None = None
+    log_level: str = "info"
+    log_format: str = "json"
+    gc: str = "tuned"
+    loop: str = "uvloop"
+    home: Path | None = None
+    root: Path = Path(".")
+    server: str | None = None
+    key: str | None = field(default=None, repr=False)
+    """A secret: never shown by ``repr``."""
+    anthropic_key_set: bool = False
+    """Whether ``ANTHROPIC_API_KEY`` is set (the default-model rule needs no more than that)."""
+    openai_key_set: bool = False
+    demo: bool = False
+    """Set by ``serve`` when no model was configured and it runs the offline demo."""
+    heartbeat_interval: float = 10.0
+    """Seconds between this process's heartbeats in a shared database."""
+    stale_after: float = 45.0
+    """With a shared database: a running turn whose process has not beaten for this long is recovered."""
+    static_dir: Path | None = None
+    """The web UI's files (the package's ``server/static`` when None)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.db, str):  # a URL given as text (tests, library callers)
+            object.__setattr__(self, "db", DatabaseURL.parse(self.db))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings the environment gives; ``UsageError`` naming the variable for a
+        value that cannot be read."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for s in SETTINGS:
+            raw = env.get(s.env)
+            if raw is None or not raw.strip():
+                continue
+            try:
+                values[s.name] = s.parse(raw)
+            except UsageError as exc:
+                raise UsageError(f"{s.env}: {exc}") from None
+            except ValueError as exc:
+                raise UsageError(f"{s.env}={raw!r} cannot be used: {exc}") from None
+        return cls(**values, anthropic_key_set=bool(env.get("ANTHROPIC_API_KEY")),
+                   openai_key_set=bool(env.get("OPENAI_API_KEY")))
+
+    def overlay(self, **flags: Any) -> Settings:
+        """These settings with the flags that were given (None means "not given")."""
+        known = {f.name for f in fields(self)}
+        given = {k: v for k, v in flags.items() if v is not None and k in known}
+        return replace(self, **given)
+
+    def default_model(self, demo: str) -> tuple[str, bool]:
+        """The model to run and whether it is the offline demo: the configured one; else
+        Anthropic's when its key is set, else OpenAI's when its key is set; else ``demo``."""
+        if self.model:
+            return self.model, False
+        if self.anthropic_key_set:
+            return ANTHROPIC_DEFAULT, False
+        if self.openai_key_set:
+            return OPENAI_DEFAULT, False
+        return demo, True
+
+    def chat_home(self, environ: Mapping[str, str] | None = None) -> Path:
+        """Where the terminal chat keeps its history: ``home``, else the user's data folder."""
+        if self.home is not None:
+            return self.home
+        env = os.environ if environ is None else environ
+        base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        return Path(base) / "turnstream"
+
+
+def markdown_table() -> str:
+    """docs/settings.md's table, from ``SETTINGS`` and the defaults of ``Settings``."""
+    defaults = Settings()
+    rows = ["| variable | flag | commands | default | what it sets |", "|---|---|---|---|---|"]
+    for s in SETTINGS:
+        value = getattr(defaults, s.name)
+        if s.name == "admit_max_lag":
+            shown = f"`{value * 1000:g}`"
+        elif value is None or value == () or value == "":
+            shown = "—"
+        else:
+            shown = f"`{value}`"
+        rows.append(f"| `{s.env}` | {f'`{s.flag}`' if s.flag else '—'} | {', '.join(s.commands)} | {shown} "
+                    f"| {s.help} |")
+    return "\n".join(rows) + "\n"
+
+
+__all__ = ["CHAT_DEMO", "DEFAULT_DB", "SERVER_DEMO", "SETTINGS", "DatabaseURL", "Setting", "Settings",
+           "markdown_table"]
