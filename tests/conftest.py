@@ -1,10 +1,92 @@
-"""Fixtures shared by every test suite."""
+"""Fixtures every suite shares, and the guards that keep a test from leaking.
+
+* The environment: ``TURNSTREAM_*``, ``ANTHROPIC_*`` and ``OPENAI_*`` variables of the shell
+  that runs the tests are removed for every test (``TURNSTREAM_TEST_*``, which configures the
+  suite itself, stays), so a developer's key or database never reaches a test, and a test
+  sets what it needs with ``monkeypatch.setenv``.
+* The network: this process may connect only to loopback (and Unix sockets). A test that
+  must reach another address says so with ``@pytest.mark.network``; nothing in this suite
+  does, and no test reaches a real provider.
+* ``mock_provider``: one ``turnstream mock-provider`` process for the session.
+"""
 
 from __future__ import annotations
 
+import ipaddress
+import itertools
+import os
+import socket
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+
+from tests.support.mock_provider import MockHandle, running_mock_provider
+
+_LEAKY_PREFIXES = ("TURNSTREAM_", "ANTHROPIC_", "OPENAI_")
+_scenario_names = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith(_LEAKY_PREFIXES) and not name.startswith("TURNSTREAM_TEST_"):
+            monkeypatch.delenv(name)
+
+
+class NetworkRefused(ConnectionRefusedError):
+    """A test tried to connect beyond loopback without ``@pytest.mark.network``."""
+
+
+def _allowed(address: Any) -> bool:
+    if isinstance(address, str | bytes):  # a Unix socket
+        return True
+    host = address[0]
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: resolving it would already be a lookup beyond this machine
+        return False
+
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> None:
+    if not _allowed(address):
+        raise NetworkRefused(f"test tried to connect to {address!r}; only loopback is allowed "
+                             "(mark the test @pytest.mark.network if it must)")
+    _real_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
+    if not _allowed(address):
+        raise NetworkRefused(f"test tried to connect to {address!r}; only loopback is allowed "
+                             "(mark the test @pytest.mark.network if it must)")
+    return _real_connect_ex(self, address)
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("network") is None:
+        monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+        monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
+
+
+@pytest.fixture(scope="session")
+def mock_provider() -> Iterator[MockHandle]:
+    """``turnstream mock-provider`` (the Anthropic, Chat Completions and Responses routes), one
+    process for the whole session; tests register scenarios under names of their own."""
+    with running_mock_provider() as handle:
+        yield handle
+
+
+@pytest.fixture
+def scenario_name() -> str:
+    """A fresh scenario name per use, so tests sharing the session's mock never collide."""
+    return f"it-{next(_scenario_names)}"
 
 
 @pytest.fixture(scope="session")

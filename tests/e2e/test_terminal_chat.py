@@ -20,17 +20,12 @@ import pexpect
 import pytest
 
 from tests.support import terminal
-from tests.support.mock_process import Mock, mock_process
+from tests.support.mock_provider import MockHandle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")]
 
 BIN = Path(sys.executable).parent / "turnstream"
 
-
-@pytest.fixture(scope="module")
-def mock() -> Iterator[Mock]:
-    with mock_process() as m:
-        yield m
 
 
 @pytest.fixture
@@ -58,12 +53,12 @@ class Chat(terminal.Chat):
 
 
 @pytest.fixture
-def start_chat(mock: Mock, root: Path, tmp_path: Path) -> Iterator[Any]:
+def start_chat(mock_provider: MockHandle, root: Path, tmp_path: Path) -> Iterator[Any]:
     children: list[pexpect.spawn] = []
     home = tmp_path / "home"
 
     def start(model: str, *extra: str, argv: list[str] | None = None) -> Chat:
-        env = dict(os.environ, ANTHROPIC_BASE_URL=mock.url, ANTHROPIC_API_KEY="test-key",
+        env = dict(os.environ, ANTHROPIC_BASE_URL=mock_provider.base_url, ANTHROPIC_API_KEY="test-key",
                    TURNSTREAM_HOME=str(home), TERM="xterm", COLUMNS="200")
         args = argv or ["chat", "--model", model, "--root", str(root), *extra]
         child = pexpect.spawn(str(args[0]) if argv else str(BIN), args[1:] if argv else args, env=env,
@@ -94,8 +89,9 @@ TOOLS_SCENARIO: dict[str, Any] = {
 }
 
 
-def test_tools_stream_inline_and_a_farewell_ends_without_a_model_call(mock: Mock, start_chat: Any) -> None:
-    model = mock.register("chat-tools", TOOLS_SCENARIO)
+def test_tools_stream_inline_and_a_farewell_ends_without_a_model_call(
+        mock_provider: MockHandle, start_chat: Any) -> None:
+    model = "anthropic:" + mock_provider.scenario("chat-tools", TOOLS_SCENARIO)
     chat = start_chat(model)
     chat.say("what is here?")
     chat.expect("Let me look around.")
@@ -108,15 +104,15 @@ def test_tools_stream_inline_and_a_farewell_ends_without_a_model_call(mock: Mock
     chat.say("thanks, read ../secret.txt")  # begins with thanks: goes to the model
     chat.expect("outside the allowed directory")
     chat.expect("I could not read it.")
-    assert len(mock.requests(model)) == 4
+    assert len(mock_provider.requests(model)) == 4
     chat.say("thank you, that's all")
     chat.expect("Bye!")
     assert chat.expect_exit() == 0
-    assert len(mock.requests(model)) == 4  # the goodbye never reached the provider
+    assert len(mock_provider.requests(model)) == 4  # the goodbye never reached the provider
     # the refused read went back to the model as an error result, not a crash
-    last = mock.requests(model)[-1]["messages"][-1]["content"]
+    last = mock_provider.requests(model)[-1]["messages"][-1]["content"]
     assert any(b.get("is_error") and "outside the allowed directory" in str(b.get("content")) for b in last)
-    assert "TOP SECRET" not in json.dumps(mock.requests(model))
+    assert "TOP SECRET" not in json.dumps(mock_provider.requests(model))
 
 
 MARKDOWN_ANSWER = (
@@ -125,8 +121,8 @@ MARKDOWN_ANSWER = (
 )
 
 
-def test_the_answer_is_rendered_as_markdown_while_it_streams(mock: Mock, start_chat: Any) -> None:
-    model = mock.register("chat-markdown", {
+def test_the_answer_is_rendered_as_markdown_while_it_streams(mock_provider: MockHandle, start_chat: Any) -> None:
+    model = "anthropic:" + mock_provider.scenario("chat-markdown", {
         "fragment_size": 4, "delay_ms": 5,
         "steps": [{"blocks": [{"type": "text", "text": MARKDOWN_ANSWER}]}],
     })
@@ -155,19 +151,20 @@ def test_the_answer_is_rendered_as_markdown_while_it_streams(mock: Mock, start_c
 
 @pytest.mark.parametrize("goodbye", ["bye!", "thanks!", "ok thanks bye"])
 def test_a_first_message_that_is_only_a_farewell_calls_nothing(
-    mock: Mock, start_chat: Any, goodbye: str
+    mock_provider: MockHandle, start_chat: Any, goodbye: str
 ) -> None:
-    model = mock.register("chat-never", {"steps": [{"blocks": [{"type": "text", "text": "unexpected"}]}]})
+    model = "anthropic:" + mock_provider.scenario(
+        "chat-never", {"steps": [{"blocks": [{"type": "text", "text": "unexpected"}]}]})
     chat = start_chat(model)
     chat.say(goodbye)
     chat.expect("Bye!")
     assert chat.expect_exit() == 0
-    assert mock.requests(model) == []
+    assert mock_provider.requests(model) == []
 
 
-def test_no_is_an_answer_for_the_model(mock: Mock, start_chat: Any) -> None:
+def test_no_is_an_answer_for_the_model(mock_provider: MockHandle, start_chat: Any) -> None:
     echo = {"steps": [{"blocks": [{"type": "text", "text": "You said: {{input}}"}]}]}
-    model = mock.register("chat-no", echo)
+    model = "anthropic:" + mock_provider.scenario("chat-no", echo)
     chat = start_chat(model)
     chat.say("no")
     chat.expect("You said: no")
@@ -175,12 +172,12 @@ def test_no_is_an_answer_for_the_model(mock: Mock, start_chat: Any) -> None:
     chat.expect("You said: no, use the other file")
     chat.child.sendeof()
     assert chat.expect_exit() == 0
-    assert len(mock.requests(model)) == 2
+    assert len(mock_provider.requests(model)) == 2
 
 
-def test_ctrl_c_cancels_the_turn_not_the_chat(mock: Mock, start_chat: Any) -> None:
+def test_ctrl_c_cancels_the_turn_not_the_chat(mock_provider: MockHandle, start_chat: Any) -> None:
     long_text = "word " * 200
-    model = mock.register("chat-slow", {
+    model = "anthropic:" + mock_provider.scenario("chat-slow", {
         "fragment_size": 5, "delay_ms": 30,
         "turns": [[{"blocks": [{"type": "text", "text": "Starting. " + long_text}]}],
                   [{"blocks": [{"type": "text", "text": "Still here: {{input}}"}]}]],
@@ -198,8 +195,8 @@ def test_ctrl_c_cancels_the_turn_not_the_chat(mock: Mock, start_chat: Any) -> No
         ("talk a lot", "cancelled"), ("are you there?", "complete")]
 
 
-def test_session_resumes_the_stored_history(mock: Mock, start_chat: Any) -> None:
-    model = mock.register("chat-memory", {
+def test_session_resumes_the_stored_history(mock_provider: MockHandle, start_chat: Any) -> None:
+    model = "anthropic:" + mock_provider.scenario("chat-memory", {
         "turns": [[{"blocks": [{"type": "text", "text": "Noted: {{input}}"}]}],
                   [{"blocks": [{"type": "text", "text": "Still noted."}]}]],
     })
@@ -216,7 +213,7 @@ def test_session_resumes_the_stored_history(mock: Mock, start_chat: Any) -> None
     second.expect("Still noted.")
     second.say("bye")
     assert second.expect_exit() == 0
-    messages = mock.requests(model)[-1]["messages"]
+    messages = mock_provider.requests(model)[-1]["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert "my name is Ada" in json.dumps(messages[0])
     assert "Noted: my name is Ada" in json.dumps(messages[1])

@@ -24,8 +24,8 @@ import pexpect
 import pytest
 from rich.console import Console
 
-from tests.integration.server.harness import Server, run_turn, start_server
-from tests.support.mock_process import Mock, mock_process
+from tests.support.mock_provider import MockHandle
+from tests.support.server import Server, run_turn, start_server
 from tests.support.terminal import Chat
 from turnstream.remote import run_remote_chat
 
@@ -34,19 +34,15 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(sys.platform == "win32", reaso
 BIN = Path(sys.executable).parent / "turnstream"
 
 
-@pytest.fixture(scope="module")
-def mock() -> Iterator[Mock]:
-    with mock_process() as m:
-        yield m
-
 
 @pytest.fixture(scope="module")
-def server(mock: Mock, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(mock_provider: MockHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """``turnstream serve`` on a free port (``--port 0``; the address is read from its output)."""
     workdir = tmp_path_factory.mktemp("serve")
-    default = mock.register("remote-default", {"steps": [{"blocks": [{"type": "text", "text": "hello"}]}]})
+    default = "anthropic:" + mock_provider.scenario(
+        "remote-default", {"steps": [{"blocks": [{"type": "text", "text": "hello"}]}]})
     srv = start_server(workdir, model=default,
-                       env={"ANTHROPIC_BASE_URL": mock.url, "ANTHROPIC_API_KEY": "test-key"})
+                       env={"ANTHROPIC_BASE_URL": mock_provider.base_url, "ANTHROPIC_API_KEY": "test-key"})
     try:
         yield srv
     finally:
@@ -109,8 +105,8 @@ READ_SCENARIO: dict[str, Any] = {
 }
 
 
-def test_a_client_tool_turn_runs_the_tool_here(mock: Mock, server: Server, start_chat: Any) -> None:
-    model = mock.register("remote-read", READ_SCENARIO)
+def test_a_client_tool_turn_runs_the_tool_here(mock_provider: MockHandle, server: Server, start_chat: Any) -> None:
+    model = "anthropic:" + mock_provider.scenario("remote-read", READ_SCENARIO)
     chat = start_chat("--model", model)
     sid = _session_id(chat)
     chat.say("what do my notes say?")
@@ -127,7 +123,7 @@ def test_a_client_tool_turn_runs_the_tool_here(mock: Mock, server: Server, start
     assert chat.expect_exit() == 0
     assert "Traceback" not in chat.seen
 
-    sent = mock.requests(model)
+    sent = mock_provider.requests(model)
     assert len(sent) == 4  # two steps per turn; the farewell never reached the provider
     # The local tools were declared with their JSON Schemas.
     tools = {t["name"]: t for t in sent[0]["tools"]}
@@ -151,8 +147,8 @@ def test_a_client_tool_turn_runs_the_tool_here(mock: Mock, server: Server, start
     assert results[0]["content"].startswith("remember the milk")
 
 
-def test_ctrl_c_cancels_the_turn_on_the_server(mock: Mock, server: Server, start_chat: Any) -> None:
-    model = mock.register("remote-slow", {
+def test_ctrl_c_cancels_the_turn_on_the_server(mock_provider: MockHandle, server: Server, start_chat: Any) -> None:
+    model = "anthropic:" + mock_provider.scenario("remote-slow", {
         "fragment_size": 5, "delay_ms": 30,
         "turns": [[{"blocks": [{"type": "text", "text": "Starting. " + "word " * 300}]}],
                   [{"blocks": [{"type": "text", "text": "Still here: {{input}}"}]}]],
@@ -173,10 +169,10 @@ def test_ctrl_c_cancels_the_turn_on_the_server(mock: Mock, server: Server, start
 
 
 def test_a_resumed_session_answers_the_tool_calls_it_left_open(
-    mock: Mock, server: Server, start_chat: Any
+    mock_provider: MockHandle, server: Server, start_chat: Any
 ) -> None:
     """The client stopped while the turn waited for its tool: ``--session`` picks it up."""
-    model = mock.register("remote-open", {
+    model = "anthropic:" + mock_provider.scenario("remote-open", {
         "steps": [{"blocks": [{"type": "tool_use", "name": "calculator", "input": {"expression": "6 * 7"}}]},
                   {"blocks": [{"type": "text", "text": "It is {{last}}."}]}],
     })
@@ -214,9 +210,9 @@ def test_server_errors_are_one_clear_line(server: Server, start_chat: Any) -> No
     assert bad_model.expect_exit() == 2
 
 
-def test_a_second_client_gets_a_clear_conflict(mock: Mock, server: Server, start_chat: Any) -> None:
+def test_a_second_client_gets_a_clear_conflict(mock_provider: MockHandle, server: Server, start_chat: Any) -> None:
     """A message while another turn of the session is open: 409 as one line, the chat goes on."""
-    model = mock.register("remote-busy", {
+    model = "anthropic:" + mock_provider.scenario("remote-busy", {
         "steps": [{"blocks": [{"type": "tool_use", "name": "get_location", "input": {}}]},
                   {"blocks": [{"type": "text", "text": "Done."}]}],
     })
@@ -266,11 +262,12 @@ class _CuttingTransport(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-def test_a_broken_event_stream_is_followed_from_the_last_id(mock: Mock, server: Server, root: Path) -> None:
+def test_a_broken_event_stream_is_followed_from_the_last_id(
+        mock_provider: MockHandle, server: Server, root: Path) -> None:
     """The POST's stream and the first follow both break mid-way: the client follows the turn
     again with Last-Event-ID and still runs the tool and shows the answer (in-process client,
     real server and mock)."""
-    model = mock.register("remote-cut", READ_SCENARIO)
+    model = "anthropic:" + mock_provider.scenario("remote-cut", READ_SCENARIO)
     transport = _CuttingTransport(cuts=2)
     read_fd, write_fd = os.pipe()
     os.write(write_fd, b"what do my notes say?\nbye\n")
@@ -289,17 +286,17 @@ def test_a_broken_event_stream_is_followed_from_the_last_id(mock: Mock, server: 
     # A follow sends the id of the last event seen (none when the cut came before the first
     # event: the turn's id came in the X-Turn-Id header, and the follow replays from the start).
     assert follows[-1].rpartition(" ")[2].startswith("turn_"), follows
-    assert len(mock.requests(model)) == 2
+    assert len(mock_provider.requests(model)) == 2
 
 
 def test_server_tools_are_approved_here_and_shadowed_client_tools_left_out(
-    mock: Mock, server: Server, start_chat: Any
+    mock_provider: MockHandle, server: Server, start_chat: Any
 ) -> None:
     """A notebook session: its own ``calculator`` wins over this client's (the 422 that says
     so is handled by leaving ours out), and its ``delete_cell`` asks y/n here."""
     step = [{"blocks": [{"type": "tool_use", "name": "delete_cell", "input": {"cell_id": "cell_missing"}}]},
             {"blocks": [{"type": "text", "text": "Outcome: {{last}}"}]}]
-    model = mock.register("remote-approval", {"fragment_size": 8, "turns": [step, step]})
+    model = "anthropic:" + mock_provider.scenario("remote-approval", {"fragment_size": 8, "turns": [step, step]})
     with server.client() as c:
         r = c.post("/api/sessions", json={"model": model, "toolset": "notebook"})
         assert r.status_code == 201, r.text
@@ -320,6 +317,6 @@ def test_server_tools_are_approved_here_and_shadowed_client_tools_left_out(
     chat.say("bye")
     assert chat.expect_exit() == 0
     assert "Traceback" not in chat.seen
-    declared = [{t["name"] for t in body["tools"]} for body in mock.requests(model)]
+    declared = [{t["name"] for t in body["tools"]} for body in mock_provider.requests(model)]
     assert all("read_file" in names and "delete_cell" in names for names in declared)
     assert [t["status"] for t in _session(server, sid)["turns"]] == ["complete", "complete"]

@@ -80,8 +80,8 @@ def test_database_urls(url: str, kind: str, target: str) -> None:
                min_size=1, max_size=30))
 def test_a_password_is_never_shown(password: str) -> None:
     db = DatabaseURL.parse(f"postgresql://ann:{password}@db.example:5432/app")
-    assert password not in str(db).split("@")[1]
     assert str(db) == "postgresql://ann:***@db.example:5432/app"
+    assert db.target.endswith(f":{password}@db.example:5432/app")  # the store still gets it
 
 
 def test_the_docs_table_is_the_code_table() -> None:

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.server.conftest import SCENARIOS, server_errors
-from tests.integration.server.harness import Server, scenario, start_server
+from tests.support.server import SCENARIOS, Server, scenario, server_errors, start_server
 
 HERE = Path(__file__).parent
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.server.harness import Server, start_server
+from tests.support.server import Server, start_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.core.conftest import fast_limits
-from tests.support.mock_server import MockHandle
+from tests.support.limits import fast_limits
+from tests.support.mock_provider import MockHandle
 from turnstream import Agent, ToolContext, ToolResultBlock, ToolUseBlock, tool
 from turnstream.events import BlockDelta, StepRestart, ToolRequest, TurnComplete
 from turnstream.providers.anthropic import AnthropicProvider
@@ -45,7 +45,7 @@ async def echo(value: str) -> str:
     return f"echo:{value}"
 
 
-async def test_loop_runs_every_step_until_the_model_is_done(provider_for: Make, mock: MockHandle) -> None:
+async def test_loop_runs_every_step_until_the_model_is_done(provider_for: Make, mock_provider: MockHandle) -> None:
     p = provider_for({"fragment_size": 1, "steps": [
         tool_step("echo", {"value": "one"}, "first"), tool_step("echo", {"value": "two"}),
         tool_step("echo", {"value": "three"}), answer("done: {{results[0]}} {{last}}")]})
@@ -58,12 +58,12 @@ async def test_loop_runs_every_step_until_the_model_is_done(provider_for: Make, 
     assert calls[0].raw_input == '{"value": "one"}'
     assert turn.usage.input_tokens == 40 and len(turn.step_usage) == 4
     # every follow-up carried the assistant's call right before its result
-    last = mock.requests(p.model)[-1]["messages"]
+    last = mock_provider.requests(p.model)[-1]["messages"]
     assert [m["role"] for m in last] == ["user", "assistant", "user", "assistant", "user", "assistant", "user"]
 
 
 async def test_step_limit_answers_calls_with_errors_then_one_call_without_tools(
-        provider_for: Make, mock: MockHandle) -> None:
+        provider_for: Make, mock_provider: MockHandle) -> None:
     p = provider_for({"steps": [tool_step("echo", {"value": "{{input}}{{last}}"}),
                                 tool_step("echo", {"value": "again{{last}}"}),
                                 tool_step("echo", {"value": "more"}), answer("final answer")]})
@@ -71,7 +71,7 @@ async def test_step_limit_answers_calls_with_errors_then_one_call_without_tools(
     assert turn.stop_reason == "max_steps" and turn.status == "complete" and turn.steps == 3
     rs = results(turn)
     assert not rs[0].is_error and rs[1].is_error and "max_steps=2" in rs[1].content
-    reqs = mock.requests(p.model)
+    reqs = mock_provider.requests(p.model)
     assert len(reqs) == 3
     assert reqs[-1]["tool_choice"] == {"type": "none"}
     assert "tool_choice" not in reqs[0]
@@ -94,7 +94,8 @@ async def test_third_identical_call_is_not_run(provider_for: Make) -> None:
     assert not rs[3].is_error
 
 
-async def test_call_cut_by_max_tokens_is_retried_larger_then_refused(provider_for: Make, mock: MockHandle) -> None:
+async def test_call_cut_by_max_tokens_is_retried_larger_then_refused(
+        provider_for: Make, mock_provider: MockHandle) -> None:
     ran: list[dict[str, Any]] = []
 
     @tool
@@ -108,7 +109,7 @@ async def test_call_cut_by_max_tokens_is_retried_larger_then_refused(provider_fo
     events = [ev async for ev in Agent(fits, tools=[write]).stream("go")]
     assert any(isinstance(e, StepRestart) and "max_tokens" in e.reason for e in events)
     assert ran == [{"code": "x" * 50}]
-    assert [r["max_tokens"] for r in mock.requests(fits.model)] == [8192, 16384, 16384]
+    assert [r["max_tokens"] for r in mock_provider.requests(fits.model)] == [8192, 16384, 16384]
 
     ran.clear()
     never = provider_for({"steps": [{"blocks": [big]}, answer("gave up")]})
@@ -119,7 +120,8 @@ async def test_call_cut_by_max_tokens_is_retried_larger_then_refused(provider_fo
     assert turn.text == "gave up"
 
 
-async def test_every_tool_failure_is_an_error_result_the_model_reads(provider_for: Make, mock: MockHandle) -> None:
+async def test_every_tool_failure_is_an_error_result_the_model_reads(
+        provider_for: Make, mock_provider: MockHandle) -> None:
     @tool(timeout=0.2)
     async def slow() -> str:
         """Never finishes in time."""
@@ -156,7 +158,7 @@ async def test_every_tool_failure_is_an_error_result_the_model_reads(provider_fo
     assert rs[3].content == "Tool execution timed out after 0.2s"
     assert rs[4].content.startswith("y" * 50) and "[truncated: the result has 200 characters" in rs[4].content
     assert "not valid JSON" in rs[5].content
-    follow_up = mock.requests(p.model)[-1]["messages"][-1]["content"]
+    follow_up = mock_provider.requests(p.model)[-1]["messages"][-1]["content"]
     assert [c["is_error"] for c in follow_up if c.get("is_error")] == [True] * 5
     assert [c["tool_use_id"] for c in follow_up] == [b.tool_use_id for b in turn.blocks if isinstance(b, ToolUseBlock)]
 
@@ -200,7 +202,8 @@ async def test_sequential_tools_run_one_after_another(provider_for: Make) -> Non
     assert log == ["start a", "end a", "start b", "end b"]
 
 
-async def test_approval_pauses_then_approve_runs_and_deny_reports(provider_for: Make, mock: MockHandle) -> None:
+async def test_approval_pauses_then_approve_runs_and_deny_reports(
+        provider_for: Make, mock_provider: MockHandle) -> None:
     ran: list[str] = []
 
     @tool(requires_approval=True)
@@ -228,7 +231,7 @@ async def test_approval_pauses_then_approve_runs_and_deny_reports(provider_for: 
             assert ran == ["a.txt"]
         else:
             assert first.is_error and "denied" in first.content and ran == ["a.txt"]
-        msgs = mock.requests(p.model)[-1]["messages"]
+        msgs = mock_provider.requests(p.model)[-1]["messages"]
         assert [c["tool_use_id"] for c in msgs[-1]["content"]] == [
             b.tool_use_id for b in turn.blocks if isinstance(b, ToolUseBlock)]
 
@@ -287,12 +290,12 @@ async def test_stream_without_final_event_never_runs_its_tool_call(provider_for:
     assert rs and all(r.is_error for r in rs)  # the unrun call is closed out, transcript valid
 
 
-async def test_status_529_with_retry_after_is_retried(provider_for: Make, mock: MockHandle) -> None:
+async def test_status_529_with_retry_after_is_retried(provider_for: Make, mock_provider: MockHandle) -> None:
     p = provider_for({"steps": [{**answer("hello"), "fault": {"kind": "status", "status": 529, "retry_after": 0,
                                                                "times": 2}}]})
     turn = await Agent(p, limits=fast_limits()).run("go")
     assert turn.status == "complete" and turn.text == "hello"
-    assert len(mock.requests(p.model)) == 3
+    assert len(mock_provider.requests(p.model)) == 3
 
 
 async def test_non_retryable_error_fails_the_turn_keeping_its_blocks(provider_for: Make) -> None:
@@ -308,17 +311,19 @@ async def test_non_retryable_error_fails_the_turn_keeping_its_blocks(provider_fo
     assert turn.blocks[0].text.startswith("partial")  # type: ignore[union-attr]
 
 
-async def test_thinking_is_sent_back_unchanged_with_its_tool_call(provider_for: Make, mock: MockHandle) -> None:
+async def test_thinking_is_sent_back_unchanged_with_its_tool_call(
+        provider_for: Make, mock_provider: MockHandle) -> None:
     p = provider_for({"steps": [{"blocks": [{"type": "thinking", "thinking": "Let me think.", "signature": "SIG=="},
                                             {"type": "tool_use", "name": "echo", "input": {"value": "a"}}]},
                                 answer("ok")]})
     await Agent(p, tools=[echo]).run("go")
-    follow = mock.requests(p.model)[-1]["messages"][1]["content"]
+    follow = mock_provider.requests(p.model)[-1]["messages"][1]["content"]
     assert follow[0] == {"type": "thinking", "thinking": "Let me think.", "signature": "SIG=="}
     assert follow[1]["type"] == "tool_use"
 
 
-async def test_cancel_keeps_partial_blocks_and_the_session_goes_on(provider_for: Make, mock: MockHandle) -> None:
+async def test_cancel_keeps_partial_blocks_and_the_session_goes_on(
+        provider_for: Make, mock_provider: MockHandle) -> None:
     p = provider_for({"fragment_size": 2, "delay_ms": 5, "turns": [
         [{"blocks": [{"type": "text", "text": "a long answer " * 20}]}], [answer("second turn ok")]]})
     store = MemoryStore()
@@ -335,11 +340,12 @@ async def test_cancel_keeps_partial_blocks_and_the_session_goes_on(provider_for:
     assert turns[0].blocks and turns[0].blocks[0].text.startswith("a long")  # type: ignore[union-attr]
     second = await agent.run("second", session_id="s-cancel")
     assert second.text == "second turn ok"
-    history = mock.requests(p.model)[-1]["messages"]
+    history = mock_provider.requests(p.model)[-1]["messages"]
     assert [m["role"] for m in history] == ["user", "assistant", "user"]
 
 
-async def test_next_message_after_a_crash_closes_out_the_dangling_call(provider_for: Make, mock: MockHandle) -> None:
+async def test_next_message_after_a_crash_closes_out_the_dangling_call(
+        provider_for: Make, mock_provider: MockHandle) -> None:
     p = provider_for({"turns": [[tool_step("echo", {"value": "x"})], [answer("recovered")]]})
     store = MemoryStore()
     agent = Agent(p, store=store, session_id="s-crash", tools=[echo])
@@ -352,7 +358,7 @@ async def test_next_message_after_a_crash_closes_out_the_dangling_call(provider_
     assert await store.recover() == [crashed.id]
     turn = await agent.run("are you there?")
     assert turn.text == "recovered"
-    msgs = mock.requests(p.model)[-1]["messages"]
+    msgs = mock_provider.requests(p.model)[-1]["messages"]
     closed = msgs[2]["content"][0]
     assert closed == {"type": "tool_result", "tool_use_id": "toolu_dangling", "content": INTERRUPTED_RESULT,
                       "is_error": True}
@@ -375,7 +381,7 @@ async def test_sync_tools_run_in_a_thread_with_context(provider_for: Make) -> No
 
 
 async def test_a_call_id_reused_by_the_server_in_a_later_turn_is_made_unique(
-        provider_for: Make, mock: MockHandle) -> None:
+        provider_for: Make, mock_provider: MockHandle) -> None:
     reused = {"type": "tool_use", "id": "call_1", "name": "echo", "input": {"value": "x"}}
     p = provider_for({"turns": [[{"blocks": [reused]}, answer("one")], [{"blocks": [reused]}, answer("two")]]})
     agent = Agent(p, tools=[echo], store=MemoryStore(), session_id="s-reuse")
@@ -383,7 +389,7 @@ async def test_a_call_id_reused_by_the_server_in_a_later_turn_is_made_unique(
     second = await agent.run("second")
     ids = [b.tool_use_id for b in second.blocks if isinstance(b, ToolUseBlock)]
     assert ids == ["call_1_2"] and results(second)[0].tool_use_id == "call_1_2"
-    history = mock.requests(p.model)[-1]["messages"]
+    history = mock_provider.requests(p.model)[-1]["messages"]
     sent = [c["id"] for m in history if m["role"] == "assistant" for c in m["content"] if c["type"] == "tool_use"]
     assert sent == ["call_1", "call_1_2"]
 
@@ -447,13 +453,13 @@ async def test_debug_log_has_the_request_but_never_the_key(
 
 
 async def test_thinking_budget_is_sent_and_thinking_leads_the_replayed_tool_call(
-        provider_for: Make, mock: MockHandle) -> None:
+        provider_for: Make, mock_provider: MockHandle) -> None:
     p = provider_for({"steps": [{"blocks": [{"type": "thinking", "thinking": "plan", "signature": "S"},
                                             {"type": "tool_use", "name": "echo", "input": {"value": "a"}}]},
                                 answer("ok")]})
     turn = await Agent(p, tools=[echo], thinking_budget=2048).run("go")
     assert turn.status == "complete"
-    reqs = mock.requests(p.model)
+    reqs = mock_provider.requests(p.model)
     assert all(r["thinking"] == {"type": "enabled", "budget_tokens": 2048} for r in reqs)
     # the mock applies the API's rule: with thinking on, the pending call's message starts with thinking
     assert reqs[-1]["messages"][1]["content"][0]["type"] == "thinking"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.mock_server import MockHandle
+from tests.support.mock_provider import MockHandle
 from turnstream import Agent, ToolResultBlock, ToolUseBlock, tool
 from turnstream.events import BlockDelta, ErrorEvent, StepRestart, StreamEvent, TurnComplete
 from turnstream.limits import Limits
@@ -47,19 +47,19 @@ Make = Callable[[str, dict[str, Any]], Provider]
 
 
 @pytest.fixture
-async def make(mock_server: MockHandle, scenario_name: str) -> AsyncIterator[Make]:
+async def make(mock_provider: MockHandle, scenario_name: str) -> AsyncIterator[Make]:
     """Register a scenario and return the real adapter for ``api``, pointed at the mock."""
     made: list[Provider] = []
 
     def build(api: str, spec: dict[str, Any]) -> Provider:
-        name = mock_server.scenario(f"{scenario_name}-{api}-{len(made)}", spec)
+        name = mock_provider.scenario(f"{scenario_name}-{api}-{len(made)}", spec)
         p: Provider
         if api == "anthropic":
-            p = AnthropicProvider(name, api_key="test-key", base_url=mock_server.base_url)
+            p = AnthropicProvider(name, api_key="test-key", base_url=mock_provider.base_url)
         elif api == "openai":
-            p = OpenAIChatProvider(name, api_key="test-key", base_url=mock_server.base_url + "/v1")
+            p = OpenAIChatProvider(name, api_key="test-key", base_url=mock_provider.base_url + "/v1")
         else:
-            p = OpenAIResponsesProvider(name, api_key="test-key", base_url=mock_server.base_url + "/v1")
+            p = OpenAIResponsesProvider(name, api_key="test-key", base_url=mock_provider.base_url + "/v1")
         made.append(p)
         return p
 
@@ -96,8 +96,8 @@ async def run(agent: Agent) -> tuple[list[StreamEvent], Any]:
     return events, turn
 
 
-def requests_of(mock: MockHandle, provider: Provider, api: str) -> list[dict[str, Any]]:
-    got = [r for r in mock.mock.requests if r["path"] == PATHS[api] and r["body"].get("model") == provider.model]
+def requests_of(mock_provider: MockHandle, provider: Provider, api: str) -> list[dict[str, Any]]:
+    got = [r for r in mock_provider.received() if r["path"] == PATHS[api] and r["body"].get("model") == provider.model]
     return [r["body"] for r in got]
 
 
@@ -111,7 +111,7 @@ def assert_clean_weather_turn(turn: Any, calls: list[str]) -> None:
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_tool_loop(api: str, make: Make, mock_server: MockHandle) -> None:
+async def test_tool_loop(api: str, make: Make, mock_provider: MockHandle) -> None:
     calls: list[str] = []
     p = make(api, WEATHER)
     agent = Agent(p, tools=[weather_tool(calls)], limits=limits(max_steps=5))
@@ -121,7 +121,7 @@ async def test_tool_loop(api: str, make: Make, mock_server: MockHandle) -> None:
     assert call.input == {"city": "Paris"} and call.raw_input == '{"city": "Paris"}'
     assert (turn.usage.input_tokens, turn.usage.output_tokens) == (80, 21)
     assert any(isinstance(e, BlockDelta) and e.partial_json for e in events), "arguments streamed live"
-    sent = requests_of(mock_server, p, api)
+    sent = requests_of(mock_provider, p, api)
     assert len(sent) == 2
     assert all(VALIDATORS[api](body) is None for body in sent)
 
@@ -129,17 +129,17 @@ async def test_tool_loop(api: str, make: Make, mock_server: MockHandle) -> None:
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("status", [529, 429, 503])
 async def test_retryable_status_with_retry_after_is_retried(api: str, status: int, make: Make,
-                                                            mock_server: MockHandle) -> None:
+                                                            mock_provider: MockHandle) -> None:
     calls: list[str] = []
     p = make(api, with_fault({"kind": "status", "status": status, "retry_after": 0.01, "times": 2,
                               "error_type": "overloaded_error" if status == 529 else "rate_limit_error"}))
     _, turn = await run(Agent(p, tools=[weather_tool(calls)], limits=limits()))
     assert_clean_weather_turn(turn, calls)
-    assert len(requests_of(mock_server, p, api)) == 4  # two refused, then the two steps
+    assert len(requests_of(mock_provider, p, api)) == 4  # two refused, then the two steps
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_spend_limit_429_is_not_retried(api: str, make: Make, mock_server: MockHandle) -> None:
+async def test_spend_limit_429_is_not_retried(api: str, make: Make, mock_provider: MockHandle) -> None:
     calls: list[str] = []
     quota = "You exceeded your current quota, please check your plan and billing details."
     p = make(api, with_fault({"kind": "status", "status": 429, "error_type": "insufficient_quota", "times": 9,
@@ -149,7 +149,7 @@ async def test_spend_limit_429_is_not_retried(api: str, make: Make, mock_server:
     [err] = [e for e in events if isinstance(e, ErrorEvent)]
     assert (err.code, err.retryable) == ("provider_status", False)
     assert "quota" in err.message
-    assert len(requests_of(mock_server, p, api)) == 1
+    assert len(requests_of(mock_provider, p, api)) == 1
     assert calls == []
 
 
@@ -207,7 +207,7 @@ async def test_missing_final_event_restarts_the_step(api: str, make: Make) -> No
 
 @pytest.mark.parametrize("api", APIS)
 async def test_stream_that_never_ends_properly_fails_the_turn_without_running_its_calls(
-        api: str, make: Make, mock_server: MockHandle) -> None:
+        api: str, make: Make, mock_provider: MockHandle) -> None:
     calls: list[str] = []
     p = make(api, with_fault({"kind": "truncate", "times": 99}))
     events, turn = await run(Agent(p, tools=[weather_tool(calls)], limits=limits(stream_restarts=2)))
@@ -218,7 +218,7 @@ async def test_stream_that_never_ends_properly_fails_the_turn_without_running_it
     assert calls == [], "a tool call from a stream without its final event never runs"
     results = [b for b in turn.blocks if isinstance(b, ToolResultBlock)]
     assert all(r.is_error for r in results)
-    assert len(requests_of(mock_server, p, api)) == 3
+    assert len(requests_of(mock_provider, p, api)) == 3
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -231,13 +231,13 @@ async def test_slow_fragments_still_complete(api: str, make: Make) -> None:
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_step_limit_sends_tool_choice_none(api: str, make: Make, mock_server: MockHandle) -> None:
+async def test_step_limit_sends_tool_choice_none(api: str, make: Make, mock_provider: MockHandle) -> None:
     calls: list[str] = []
     loop_forever = {"steps": [WEATHER["steps"][0]], "fragment_size": 8}
     p = make(api, loop_forever)
     _, turn = await run(Agent(p, tools=[weather_tool(calls)], limits=limits(max_steps=2)))
     assert turn.stop_reason == "max_steps"
-    sent = requests_of(mock_server, p, api)
+    sent = requests_of(mock_provider, p, api)
     assert len(sent) == 3
     assert all(VALIDATORS[api](b) is None for b in sent)
     final = sent[-1]
@@ -246,7 +246,7 @@ async def test_step_limit_sends_tool_choice_none(api: str, make: Make, mock_serv
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_thinking_then_tool_call_round_trip(api: str, make: Make, mock_server: MockHandle) -> None:
+async def test_thinking_then_tool_call_round_trip(api: str, make: Make, mock_provider: MockHandle) -> None:
     # Anthropic thinking is replayed with its signature; a Responses reasoning item right before
     # its function call (with the call's item id); Chat reasoning_content is never sent back.
     calls: list[str] = []
@@ -256,7 +256,7 @@ async def test_thinking_then_tool_call_round_trip(api: str, make: Make, mock_ser
     _, turn = await run(Agent(p, tools=[weather_tool(calls)], limits=limits()))
     assert turn.status == "complete" and calls == ["Paris"]
     assert [b.type for b in turn.blocks] == ["thinking", "text", "tool_use", "tool_result", "text"]
-    follow_up = requests_of(mock_server, p, api)[-1]
+    follow_up = requests_of(mock_provider, p, api)[-1]
     assert VALIDATORS[api](follow_up) is None
     text = str(follow_up)
     if api == "anthropic":

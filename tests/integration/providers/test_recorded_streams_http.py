@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.mock_server import MockHandle
-from tests.unit.providers.replay_support import Case, assemble, cases, drive
+from tests.support.mock_provider import MockHandle
+from tests.support.replay import Case, assemble, cases, drive
 from turnstream.errors import ProviderError
 from turnstream.providers.anthropic import AnthropicProvider
 from turnstream.providers.base import Message, ModelRequest, Provider, ProviderEvent
@@ -39,9 +39,9 @@ def _summary(api: str, events: list[ProviderEvent], error: ProviderError | None)
 
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize("c", ALL, ids=[c.id for c in ALL])
-async def test_replayed_over_http(c: Case, seed: int, mock_server: MockHandle, scenario_name: str) -> None:
-    name = mock_server.scenario(scenario_name, {"replay": str(c.sse), "seed": seed, "max_piece": 97})
-    p = provider(c, name, mock_server.base_url)
+async def test_replayed_over_http(c: Case, seed: int, mock_provider: MockHandle, scenario_name: str) -> None:
+    name = mock_provider.scenario(scenario_name, {"replay": str(c.sse), "seed": seed, "max_piece": 97})
+    p = provider(c, name, mock_provider.base_url)
     events: list[ProviderEvent] = []
     error: ProviderError | None = None
     try:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.mock_server import MockHandle
+from tests.support.mock_provider import MockHandle
 from turnstream import Agent, tool
 from turnstream.providers.anthropic import AnthropicProvider
 from turnstream.store import open_store
@@ -27,9 +27,9 @@ def lookup(city: str) -> str:
     return f"{city}: 21 degrees"
 
 
-async def test_replay_prints_every_block_in_order(tmp_path: Path, mock_server: MockHandle,
+async def test_replay_prints_every_block_in_order(tmp_path: Path, mock_provider: MockHandle,
                                                   scenario_name: str) -> None:
-    model = mock_server.scenario(scenario_name, {"turns": [
+    model = mock_provider.scenario(scenario_name, {"turns": [
         [{"blocks": [{"type": "thinking", "thinking": "The user wants Paris.", "signature": "sig-1"},
                      {"type": "text", "text": "Checking Paris."},
                      {"type": "tool_use", "name": "lookup", "input": {"city": "Paris"}}]},
@@ -37,7 +37,7 @@ async def test_replay_prints_every_block_in_order(tmp_path: Path, mock_server: M
         [{"blocks": [{"type": "text", "text": "Second answer."}]}]]})
     db = f"sqlite:///{tmp_path / 'replay.db'}"
     store = open_store(db)
-    provider = AnthropicProvider(model, api_key="test-key", base_url=mock_server.base_url)
+    provider = AnthropicProvider(model, api_key="test-key", base_url=mock_provider.base_url)
     agent = Agent(provider, tools=[lookup], store=store, session_id="ses-replay")
     try:
         first = await agent.run("Weather in Paris?")

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.support.mock_server import MockHandle
+from tests.support.mock_provider import MockHandle
 from turnstream import Agent, Tool, ToolResultBlock, ToolUseBlock, tool
 from turnstream.providers.anthropic import AnthropicProvider
 from turnstream.store import open_store
@@ -123,11 +123,11 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("moment", ["streaming", "tool"])
 async def test_kill_9_mid_turn_then_recover(
-    moment: str, db_url: str, tmp_path: Path, mock_server: MockHandle, scenario_name: str,
+    moment: str, db_url: str, tmp_path: Path, mock_provider: MockHandle, scenario_name: str,
 ) -> None:
-    model = mock_server.scenario(scenario_name, SCENARIOS[moment])
+    model = mock_provider.scenario(scenario_name, SCENARIOS[moment])
     session_id = f"crash-{moment}"
-    child = await start_child(tmp_path, mock_server, db_url, session_id, model)
+    child = await start_child(tmp_path, mock_provider, db_url, session_id, model)
     try:
         if moment == "streaming":
             # Step 1's three blocks are stored; the first piece of step 2's text (block 3) arrived.
@@ -154,7 +154,7 @@ async def test_kill_9_mid_turn_then_recover(
         # Exactly what the child was told was stored: intact, in order, nothing more.
         assert [b.model_dump(mode="json") for b in crashed_after.blocks] == child.stored()
 
-        provider = AnthropicProvider(model, api_key="test-key", base_url=mock_server.base_url)
+        provider = AnthropicProvider(model, api_key="test-key", base_url=mock_provider.base_url)
         agent = Agent(provider, tools=parent_tools(runs), store=store, session_id=session_id)
         try:
             nxt = await agent.run("Are you still there?")
@@ -168,7 +168,7 @@ async def test_kill_9_mid_turn_then_recover(
         again = await store.get_turn(crashed.id)
         assert again is not None and again.status == "interrupted" and again.blocks == crashed_after.blocks
 
-        request = mock_server.requests(model)[-1]  # accepted: the mock answered it
+        request = mock_provider.requests(model)[-1]  # accepted: the mock answered it
         messages = request["messages"]
         assert [m["role"] for m in messages] == ["user", "assistant", "user"]
         assert messages[0]["content"] in ("start the work", [text("start the work")])

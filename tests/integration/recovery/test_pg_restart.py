@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.recovery.conftest import Cluster
-from tests.support.mock_server import MockHandle
+from tests.support.mock_provider import MockHandle
+from tests.support.pg import Cluster
 from turnstream import Agent, TextBlock, tool
 from turnstream.events import BlockStop, ErrorEvent, StreamEvent, TurnComplete
 from turnstream.providers.anthropic import AnthropicProvider
@@ -81,7 +81,7 @@ async def next_turn_works(agent: Agent, mock: MockHandle, model: str) -> None:
 
 
 @pytest.mark.parametrize("when", ["while a tool runs", "while the database is down", "while streaming"])
-async def test_postgres_restart_mid_turn(when: str, pg_cluster: Cluster, mock_server: MockHandle,
+async def test_postgres_restart_mid_turn(when: str, pg_cluster: Cluster, mock_provider: MockHandle,
                                          scenario_name: str) -> None:
     starting: list[subprocess.Popen[bytes]] = []
 
@@ -100,10 +100,10 @@ async def test_postgres_restart_mid_turn(when: str, pg_cluster: Cluster, mock_se
         """Do nothing."""
         return "done"
 
-    model = mock_server.scenario(scenario_name, scenario("nothing" if when == "while streaming" else
+    model = mock_provider.scenario(scenario_name, scenario("nothing" if when == "while streaming" else
                                                          "restart_database"))
     store = PostgresStore(pg_cluster.url)
-    provider = AnthropicProvider(model, api_key="test-key", base_url=mock_server.base_url)
+    provider = AnthropicProvider(model, api_key="test-key", base_url=mock_provider.base_url)
     agent = Agent(provider, tools=[restart_database, nothing], store=store, session_id="ses-restart")
     restarted = False
 
@@ -134,6 +134,6 @@ async def test_postgres_restart_mid_turn(when: str, pg_cluster: Cluster, mock_se
             assert turn.blocks[-1].is_error  # type: ignore[union-attr]
         else:
             assert restarted
-        await next_turn_works(agent, mock_server, model)
+        await next_turn_works(agent, mock_provider, model)
     finally:
         await agent.aclose()

@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 
-from tests.integration.server.harness import Server, new_session, run_turn
+from tests.support.server import Server, new_session, run_turn
 
 
 def test_healthz_and_openapi(server: Server) -> None:

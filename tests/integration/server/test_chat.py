@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx2 as httpx
 
-from tests.integration.server.harness import Server
+from tests.support.server import Server
 
 
 def _chat(c: httpx.Client, body: dict[str, Any]) -> tuple[httpx.Response, list[Any]]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx2 as httpx
 
-from tests.integration.server.harness import Event, Server, new_session, run_turn, sse
+from tests.support.server import Event, Server, new_session, run_turn, sse
 
 LOCATION = {"name": "get_location", "description": "Where the user is.",
             "input_schema": {"type": "object", "properties": {"precision": {"type": "string"}}}}

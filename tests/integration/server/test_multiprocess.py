@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from websockets.sync.client import connect
 
-from tests.integration.server.conftest import server_errors
-from tests.integration.server.harness import Server, new_session, run_turn, sse, start_server
+from tests.support.server import Server, new_session, run_turn, server_errors, sse, start_server
 
 pytestmark = pytest.mark.postgres
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.server.harness import new_session, run_turn, sse, start_server
+from tests.support.server import new_session, run_turn, sse, start_server
 
 
 def test_waiting_turn_survives_a_restart(tmp_path: Path, models: dict[str, str]) -> None:

@@ -11,8 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.server.conftest import server_errors
-from tests.integration.server.harness import start_server
+from tests.support.server import server_errors, start_server
 
 
 def test_no_server_error_under_fuzzing(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx2 as httpx
 
-from tests.integration.server.harness import Event, Server, new_session, run_turn, sse
+from tests.support.server import Event, Server, new_session, run_turn, sse
 
 STORED = {"turn_start", "step_start", "block_stop", "tool_request", "step_restart", "turn_complete", "error"}
 

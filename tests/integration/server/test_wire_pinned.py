@@ -23,7 +23,7 @@ from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
 
-from tests.integration.server.harness import Server, new_session, scenario, start_server
+from tests.support.server import Server, new_session, scenario, start_server
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "wire"
 

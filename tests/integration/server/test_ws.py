@@ -12,7 +12,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from tests.integration.server.harness import Server, new_session, run_turn
+from tests.support.server import Server, new_session, run_turn
 
 
 def _ws_url(server: Server, sid: str, query: str = "") -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from tests.unit.providers.replay_support import assemble, case, drive
+from tests.support.replay import assemble, case, drive
 from turnstream.blocks import TextBlock, ThinkingBlock, ToolUseBlock
 from turnstream.mock import openai_chat_wire, openai_responses_wire
 from turnstream.mock.scenario import RequestView, Scenario

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.unit.providers.replay_support import assemble, cases, drive, random_pieces
+from tests.support.replay import assemble, cases, drive, random_pieces
 from turnstream.blocks import TextBlock, ThinkingBlock, ToolUseBlock
 from turnstream.errors import ProviderStreamError, StreamBrokenError
 from turnstream.providers.base import BlockClosed, BlockOpened

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from tests.unit.providers.replay_support import (
+from tests.support.replay import (
     Case,
     assemble,
     case,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.providers.replay_support import (
+from tests.support.replay import (
     Assembled,
     Case,
     Outcome,

@@ -207,3 +207,52 @@ def scenario(path: Path, doc: dict[str, Any]) -> str:
     """Write a scenario file; return the ``scripted:`` model that plays it."""
     path.write_text(json.dumps(doc))
     return f"scripted:{path}"
+
+
+# What the server suites play, and how they read its log -------------------------------------
+
+LONG_TEXT = " ".join(f"word{i}" for i in range(240))
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "chain": {"name": "chain", "fragment_size": 4, "steps": [
+        {"blocks": [{"type": "text", "text": "Adding first."},
+                    {"type": "tool_use", "name": "calculator", "input": {"expression": "2+3"}}]},
+        {"blocks": [{"type": "tool_use", "name": "calculator", "input": {"expression": "{{last}}*10"}}]},
+        {"blocks": [{"type": "text", "text": "The result is {{last}}."}]}]},
+    "client": {"name": "client", "fragment_size": 5, "steps": [
+        {"blocks": [{"type": "text", "text": "Let me ask your browser."},
+                    {"type": "tool_use", "name": "get_location", "input": {"precision": "city"}}]},
+        {"blocks": [{"type": "text", "text": "You are in {{last}}."}]}]},
+    "parallel": {"name": "parallel", "fragment_size": 5, "steps": [
+        {"blocks": [{"type": "tool_use", "name": "get_location", "input": {}},
+                    {"type": "tool_use", "name": "get_time", "input": {"tz": "local"}}]},
+        {"blocks": [{"type": "text", "text": "{{results[0]}} at {{results[1]}}"}]}]},
+    "approval": {"name": "approval", "fragment_size": 8, "steps": [
+        {"blocks": [{"type": "text", "text": "I will delete that cell."},
+                    {"type": "tool_use", "name": "delete_cell", "input": {"cell_id": "cell_missing"}}]},
+        {"blocks": [{"type": "text", "text": "Outcome: {{last}}"}]}]},
+    "notebook": {"name": "notebook", "fragment_size": 8, "steps": [
+        {"blocks": [{"type": "tool_use", "name": "create_cell", "input": {"code": "x = 1 + 1"}}]},
+        {"blocks": [{"type": "text", "text": "Created: {{last}}"}]}]},
+    "slow": {"name": "slow", "fragment_size": 12, "delay_ms": 8, "steps": [
+        {"blocks": [{"type": "thinking", "thinking": "Thinking it over.", "signature": "sig"},
+                    {"type": "text", "text": LONG_TEXT}]}]},
+    "echo": {"name": "echo", "fragment_size": 6,
+             "steps": [{"blocks": [{"type": "text", "text": "You said: {{input}}"}]}]},
+}
+
+
+def server_errors(srv: Server) -> list[str]:
+    """Error lines of the server's log, except a tool's own failure (a result for the model)."""
+    out = []
+    for line in srv.log_text().split("\n"):
+        if not line:
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            out.append(line)
+            continue
+        if doc.get("level") in ("error", "critical") and doc.get("logger") != "turnstream.tools":
+            out.append(line)
+    return out
