@@ -38,6 +38,7 @@ _STOP_REASONS: dict[str, StopReason] = {s: s for s in ("end_turn", "tool_use", "
                                                       "refusal", "pause_turn")}
 """A scenario's stop reason as the loop knows it; any other (a provider-specific one) ends the turn."""
 
+
 class ScriptedProvider:
     name = "scripted"
 
