@@ -95,14 +95,14 @@ class Wake:
 
 
 @dataclass(slots=True)
-class Message:
+class SessionMessage:
     """A session message that is not a turn event (a notebook change)."""
 
     session_id: str
     data: dict[str, Any]
 
 
-Item = Envelope | Wake | Message
+Item = Envelope | Wake | SessionMessage
 ControlHandler = Callable[[str, str], Awaitable[None]]
 """Called with (action, turn_id) for control messages from other processes."""
 
@@ -237,10 +237,14 @@ class Bus:
         self._deliver(env)
         self._forward_event(env)
 
-    def publish_message(self, session_id: str, data: dict[str, Any]) -> None:
-        msg = Message(session_id, data)
+    def publish_message(self, session_id: str, data: dict[str, Any], *,
+                        fallback: dict[str, Any] | None = None) -> None:
+        """Fan a session message out. ``fallback`` is what other processes get instead when
+        ``data`` is too large for a notification (a shared bus drops a message that has no
+        fallback, or whose fallback is too large too)."""
+        msg = SessionMessage(session_id, data)
         self._deliver(msg)
-        self._forward_message(msg)
+        self._forward_message(msg, fallback)
 
     def _deliver(self, item: Item) -> None:
         if isinstance(item, Envelope | Wake):
@@ -260,7 +264,7 @@ class Bus:
     def _forward_event(self, env: Envelope) -> None:
         pass
 
-    def _forward_message(self, msg: Message) -> None:
+    def _forward_message(self, msg: SessionMessage, fallback: dict[str, Any] | None) -> None:
         pass
 
     @property
@@ -322,16 +326,15 @@ class PostgresBus(Bus):
             payload = orjson.dumps({"k": "w", "s": env.session_id, "t": env.turn_id, "o": self.origin})
         self._outbox.put_nowait(payload)
 
-    def _forward_message(self, msg: Message) -> None:
+    def _forward_message(self, msg: SessionMessage, fallback: dict[str, Any] | None) -> None:
         payload = orjson.dumps({"k": "m", "s": msg.session_id, "d": msg.data, "o": self.origin})
         if len(payload) > _MAX_PAYLOAD:
-            slim = dict(msg.data)
-            cell = slim.get("cell")
-            if isinstance(cell, dict):
-                slim["cell"] = {k: v for k, v in cell.items() if k != "outputs"}
-            slim["truncated"] = True
-            payload = orjson.dumps({"k": "m", "s": msg.session_id, "d": slim, "o": self.origin})
+            if fallback is None:
+                log.warning("bus: a message of session %s is too large for other processes", msg.session_id)
+                return
+            payload = orjson.dumps({"k": "m", "s": msg.session_id, "d": fallback, "o": self.origin})
             if len(payload) > _MAX_PAYLOAD:
+                log.warning("bus: a message of session %s is too large for other processes", msg.session_id)
                 return
         self._outbox.put_nowait(payload)
 
@@ -404,7 +407,7 @@ class PostgresBus(Bus):
         elif kind == "w":
             self._deliver(Wake(doc["s"], doc["t"]))
         elif kind == "m":
-            self._deliver(Message(doc["s"], doc["d"]))
+            self._deliver(SessionMessage(doc["s"], doc["d"]))
         elif kind == "c" and self.on_control is not None:
             await self.on_control(str(doc["a"]), str(doc["t"]))
 
@@ -414,4 +417,4 @@ def open_bus(db: DatabaseURL) -> Bus:
     return PostgresBus(db.target) if db.shared else Bus()
 
 
-__all__ = ["Bus", "Envelope", "Message", "PostgresBus", "Subscription", "Wake", "open_bus"]
+__all__ = ["Bus", "Envelope", "PostgresBus", "SessionMessage", "Subscription", "Wake", "open_bus"]

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 
-from ..bus import Bus, Envelope, Item, Message, Subscription
+from ..bus import Bus, Envelope, Item, SessionMessage, Subscription
 from ..lifecycle import completion
 from ..store import Store
 
@@ -131,7 +131,7 @@ class Follower:
             if self._take(item):
                 out.append(item)
             return
-        if isinstance(item, Message):
+        if isinstance(item, SessionMessage):
             return
         # A ping tick, a Wake, the end of a pause: back to the store for what is missing.
         for env in await self._from_store():

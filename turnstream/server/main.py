@@ -29,8 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..bus import Bus, open_bus
 from ..errors import UsageError
+from ..lifecycle import close_out_stored
 from ..settings import SERVER_DEMO, Settings
 from ..store import Store, open_store
+from ..transcript import INTERRUPTED_RESULT
 from . import logs
 from .state import AppState
 
@@ -93,6 +95,8 @@ async def _run(settings: Settings) -> int:
     try:
         await bus.start()
         recovered = await store.recover(stale_after=settings.stale_after if bus.shared else None)
+        for tid in recovered:  # through the one close-out: dangling calls answered, turn_complete written
+            await close_out_stored(store, tid, "interrupted", INTERRUPTED_RESULT)
         if recovered:
             log.info("recovered %d interrupted turn(s)", len(recovered), extra={"turns": recovered})
         state = AppState(settings=settings, store=store, bus=bus, notebooks=_notebooks(store, bus))
@@ -172,7 +176,14 @@ def _notebooks(store: Store, bus: Bus) -> NotebookManager | None:
         return None
 
     async def broadcast(session_id: str, message: dict[str, Any]) -> None:
-        bus.publish_message(session_id, message)
+        # Other processes get the change without the cell's outputs when it is too large
+        # for a notification; they read the notebook for them.
+        slim = dict(message)
+        cell = slim.get("cell")
+        if isinstance(cell, dict):
+            slim["cell"] = {k: v for k, v in cell.items() if k != "outputs"}
+        slim["truncated"] = True
+        bus.publish_message(session_id, message, fallback=slim)
 
     return NotebookManager(store, on_change=broadcast)
 

@@ -32,7 +32,7 @@ import orjson
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..bus import Envelope, Message, Wake
+from ..bus import Envelope, SessionMessage, Wake
 from .auth import SUBPROTOCOL, owned_session, websocket_key
 from .errors import ApiError
 from .state import AppState
@@ -125,7 +125,7 @@ async def _forward(ws: WebSocket, state: AppState, sub: Any, reader: asyncio.Tas
             if item.n > last.get(item.turn_id, 0):
                 last[item.turn_id] = item.n
                 await ws.send_text(event_message(item).decode())
-        elif isinstance(item, Message):
+        elif isinstance(item, SessionMessage):
             await ws.send_text(orjson.dumps(item.data).decode())
         elif isinstance(item, Wake):  # an event too large for a notification: read it from the store
             for ev in await state.store.events_after(item.turn_id, last.get(item.turn_id, 0)):
