@@ -7,8 +7,10 @@
         ├── ProviderError        the provider said no, or the stream broke
         │   ├── ProviderStatusError   an HTTP error status before the stream started
         │   ├── ProviderStreamError   an error event inside a stream that had started
-        │   └── StreamBrokenError     the connection dropped, a chunk was malformed, or the
-        │                             stream ended without its final event
+        │   ├── StreamBrokenError     the connection dropped, a chunk was malformed, or the
+        │   │                         stream ended without its final event
+        │   └── ProviderProtocolError the answer is not the API's format at all (a 200 whose
+        │                             body is not an event stream)
         └── TurnCancelled        the turn was cancelled on purpose
 
 Foreign exceptions (httpx, json) are mapped at the adapter boundary with ``raise … from``.
@@ -72,6 +74,13 @@ class StreamBrokenError(ProviderError):
     code = "stream_broken"
 
 
+class ProviderProtocolError(ProviderError):
+    """The server answered in a form the API never uses (e.g. ``200`` with a body that holds no
+    event): a server that is incompatible or misconfigured, so trying again rarely helps."""
+
+    code = "provider_protocol"
+
+
 class TurnCancelled(RunError):
     """The turn was cancelled by its owner."""
 
@@ -79,6 +88,7 @@ class TurnCancelled(RunError):
 __all__ = [
     "MissingExtraError",
     "ProviderError",
+    "ProviderProtocolError",
     "ProviderStatusError",
     "ProviderStreamError",
     "RunError",
