@@ -111,7 +111,7 @@ def _item_of(block: Block | str, item_id: str | None) -> dict[str, Any] | None:
         if item_id:
             return {"type": "message", "id": item_id, "role": "assistant", "status": "completed",
                     "content": [{"type": "output_text", "text": block.text, "annotations": []}]}
-        return {"role": "assistant", "content": block.text}
+        return {"type": "message", "role": "assistant", "content": block.text}
     if isinstance(block, ToolUseBlock):
         item: dict[str, Any] = {"type": "function_call", "call_id": block.tool_use_id, "name": block.name,
                                 "arguments": arguments_text(block)}
@@ -163,7 +163,8 @@ def input_items(req: ModelRequest) -> list[dict[str, Any]]:
         items.extend({"type": "function_call_output", "call_id": r.tool_use_id, "output": r.content}
                      for r in results)
         if text:
-            items.append({"role": "user", "content": text})
+            # "type" is optional in the API; open-responses-server reads only items that carry it
+            items.append({"type": "message", "role": "user", "content": text})
     return items
 
 
