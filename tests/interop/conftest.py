@@ -39,3 +39,9 @@ def results() -> Iterator[dict[str, Any]]:
     yield found
     servers.HOME.mkdir(parents=True, exist_ok=True)
     (servers.HOME / "results.json").write_text(json.dumps(dict(sorted(found.items())), indent=1) + "\n")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The first test also waits for the environments to be made (about a minute on a first run).
+    for item in items:
+        item.add_marker(pytest.mark.timeout(600))
