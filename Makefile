@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: serve test lint typecheck unit bench clean postgres e2e-deps
+.PHONY: serve test interop lint typecheck unit bench clean postgres e2e-deps
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,8 +43,13 @@ test: $(STAMP) postgres e2e-deps
 	$(BIN)/mypy turnstream
 	$(BIN)/pytest -q -p no:cacheprovider
 
+# Third-party servers (LiteLLM proxy, open-responses-server) in front of the mock provider. Each runs
+# from its own hash-locked venv under .interop/, made on the first run (about a minute) and kept.
+interop: $(STAMP)
+	TURNSTREAM_INTEROP=1 $(BIN)/pytest -q -p no:cacheprovider tests/interop
+
 bench: $(STAMP)
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .interop .mypy_cache .pytest_cache .ruff_cache

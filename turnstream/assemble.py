@@ -28,7 +28,7 @@ from .blocks import (
     ToolUseBlock,
     Usage,
 )
-from .errors import StreamProtocolError
+from .errors import ProviderProtocolError
 from .events import BlockDelta, BlockStart, BlockStop
 from .partial_json import PartialJSON
 from .providers.base import BlockClosed, BlockOpened, Delta, ProviderEvent, StepEnded
@@ -101,11 +101,11 @@ class Assembler:
             self.raw_stop_reason = ev.raw_stop_reason
             self.usage = ev.usage
             return None
-        raise StreamProtocolError(f"unknown provider event {ev!r}")
+        raise ProviderProtocolError(f"unknown provider event {ev!r}")
 
     def _opened(self, ev: BlockOpened) -> BlockStart:
         if ev.key in self._open:
-            raise StreamProtocolError(f"block {ev.key!r} opened twice")
+            raise ProviderProtocolError(f"block {ev.key!r} opened twice")
         tool_use_id = ev.tool_use_id
         if ev.kind == "tool_use":
             tool_use_id = self._unique_id(tool_use_id)
@@ -135,7 +135,7 @@ class Assembler:
     def _delta(self, ev: Delta) -> BlockDelta | None:
         st = self._open.get(ev.key)
         if st is None:
-            raise StreamProtocolError(f"delta for block {ev.key!r} that is not open")
+            raise ProviderProtocolError(f"delta for block {ev.key!r} that is not open")
         kind = ev.kind
         if kind == "text" or kind == "thinking":
             st.parts.append(ev.value)
@@ -166,12 +166,12 @@ class Assembler:
                 st.citations = []
             st.citations.append(ev.value)
             return None
-        raise StreamProtocolError(f"unknown delta kind {kind!r}")
+        raise ProviderProtocolError(f"unknown delta kind {kind!r}")
 
     def _closed(self, ev: BlockClosed) -> BlockStop:
         st = self._open.pop(ev.key, None)
         if st is None:
-            raise StreamProtocolError(f"stop for block {ev.key!r} that is not open")
+            raise ProviderProtocolError(f"stop for block {ev.key!r} that is not open")
         block = self._finish(st, complete=True)
         self.finished.append(block)
         return BlockStop(index=st.seq, block=block)

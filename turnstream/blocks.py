@@ -109,6 +109,11 @@ class Usage(BaseModel):
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    unknown: bool = Field(default=False, exclude_if=lambda v: not v)
+    """True when the provider reported no token counts (llama-cpp-python's server sends none):
+    the zeros above are then not a measurement. In a turn's sum it is true when any step's
+    usage was unknown, and the counts are those of the steps that reported theirs. Serialised
+    only when true, so a usage that was reported keeps its stored and ``turn_complete`` form."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -116,6 +121,7 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
             cache_creation_input_tokens=self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            unknown=self.unknown or other.unknown,
         )
 
 

@@ -16,8 +16,9 @@
     │   │   ├── ProviderStreamError    an error event inside a stream that had started
     │   │   ├── StreamBrokenError      the connection dropped, a chunk was malformed, or the
     │   │   │                          stream ended without its final event
-    │   │   └── StreamProtocolError    events in an order no provider sends (a block opened
-    │   │                              twice, a delta for a closed block)
+    │   │   └── ProviderProtocolError  the answer breaks the API's wire protocol: a 200 whose
+    │   │                              body is not an event stream, events in an order no
+    │   │                              provider sends (a block opened twice); not retried
     │   ├── StoreError             the store failed (closed, unknown migrations, a write refused)
     │   │   └── StoreWriteError    storing one of a turn's events failed; ``__cause__`` says why
     │   ├── KernelError            a notebook kernel could not be started
@@ -161,8 +162,10 @@ class StreamBrokenError(ProviderError):
     code = "stream_broken"
 
 
-class StreamProtocolError(ProviderError):
-    """The provider's events came in an order no provider sends; not retried."""
+class ProviderProtocolError(ProviderError):
+    """The server answered in a form the API never uses: ``200`` with a body that holds no
+    event, or events in an order no provider sends (a delta for a block that is not open).
+    An incompatible or misconfigured server: trying again rarely helps, so it is not retried."""
 
     code = "stream_protocol"
 
@@ -273,6 +276,7 @@ __all__ = [
     "Overloaded",
     "PathOutsideRootError",
     "ProviderError",
+    "ProviderProtocolError",
     "ProviderStatusError",
     "ProviderStreamError",
     "Refused",
@@ -285,7 +289,6 @@ __all__ = [
     "StoreError",
     "StoreWriteError",
     "StreamBrokenError",
-    "StreamProtocolError",
     "ToolError",
     "ToolInputError",
     "TurnCancelled",

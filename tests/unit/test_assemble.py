@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from turnstream.assemble import Assembler
 from turnstream.blocks import TextBlock, ThinkingBlock, ToolUseBlock, Usage
-from turnstream.errors import ProviderError, StreamProtocolError
+from turnstream.errors import ProviderError, ProviderProtocolError
 from turnstream.events import BlockDelta, BlockStart, BlockStop
 from turnstream.providers.base import BlockClosed, BlockOpened, Delta, StepEnded
 
@@ -28,7 +28,7 @@ def asm(**kw: object) -> Assembler:
 ])
 def test_events_out_of_protocol_are_a_stream_protocol_error(events: list[object], message: str) -> None:
     a = asm()
-    with pytest.raises(StreamProtocolError, match=message) as err:
+    with pytest.raises(ProviderProtocolError, match=message) as err:
         for ev in events:
             a.feed(ev)  # type: ignore[arg-type]
     assert isinstance(err.value, ProviderError) and err.value.code == "stream_protocol"

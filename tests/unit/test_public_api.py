@@ -13,7 +13,7 @@ ERRORS = {
     "AlreadyExists", "ApiError", "CalculatorError", "InvalidValue", "KernelError", "MissingExtraError",
     "NotATextFileError", "NotFound", "Overloaded", "PathOutsideRootError", "ProviderError", "ProviderStatusError",
     "ProviderStreamError", "Refused", "RemoteError", "RemoteStreamBroken", "RunError", "SeqConflictError",
-    "ServerError", "SimulatedFault", "StoreError", "StoreWriteError", "StreamBrokenError", "StreamProtocolError",
+    "ServerError", "SimulatedFault", "StoreError", "StoreWriteError", "StreamBrokenError", "ProviderProtocolError",
     "ToolError", "ToolInputError", "TurnCancelled", "TurnConflictError", "TurnNotWaiting", "TurnstreamError",
     "UnknownCellError", "UsageError",
 }

@@ -1,8 +1,9 @@
-"""Anthropic Messages streaming format for the mock provider: request view and SSE frames.
+"""Anthropic Messages format for the mock provider: request view, SSE frames, JSON message.
 
 Frames match the live API: ``event: <type>\\ndata: <compact JSON>\\n\\n``, with a ``ping``
 after ``message_start``, the first ``input_json_delta`` empty, and ``message_delta``
-carrying the stop reason and cumulative usage before ``message_stop``.
+carrying the stop reason and cumulative usage before ``message_stop``. A request without
+``"stream": true`` gets ``message()``: the same step as one ``message`` object.
 """
 
 from __future__ import annotations
@@ -82,6 +83,35 @@ def frames(script: StepScript, *, msg_id: str, model: str, truncate: bool = Fals
     if not truncate:
         out.append(_frame({"type": "message_stop"}))
     return out
+
+
+def parsed_input(arguments: str) -> dict[str, Any]:
+    """Tool arguments as the object a non-streaming answer carries: ``{}`` when the text is not
+    a JSON object (cut off by ``max_tokens``, or a scenario's invalid ``raw``)."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def message(script: StepScript, *, msg_id: str, model: str) -> dict[str, Any]:
+    """The step as the non-streaming API answers it: one ``message`` object."""
+    content: list[dict[str, Any]] = []
+    for b in script.blocks:
+        if b.type == "text":
+            content.append({"type": "text", "text": b.text})
+        elif b.type == "thinking":
+            content.append({"type": "thinking", "thinking": b.text, "signature": b.signature})
+        elif b.type == "redacted_thinking":
+            content.append({"type": "redacted_thinking", "data": b.data})
+        elif b.type == "tool_use":
+            content.append({"type": "tool_use", "id": b.id, "name": b.name, "input": parsed_input(b.arguments)})
+    return {"id": msg_id, "type": "message", "role": "assistant", "model": model, "content": content,
+            "stop_reason": script.stop_reason, "stop_sequence": None,
+            "usage": {"input_tokens": script.usage.get("input_tokens", 0), "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": script.usage.get("cache_read_input_tokens", 0),
+                      "output_tokens": script.usage.get("output_tokens", 0)}}
 
 
 def error_frame(error_type: str, message: str) -> bytes:

@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions streaming format for the mock provider: request view and frames.
+"""OpenAI Chat Completions format for the mock provider: request view, frames, JSON answer.
 
 Frames follow the live API byte for byte in shape: ``data: <compact JSON>\\n\\n`` chunks
 (``id``, ``object``, ``created``, ``model``, ``service_tier``, ``system_fingerprint``,
@@ -8,7 +8,8 @@ first fragment alone carries ``id``/``type``/``name``, a finish chunk with an em
 usage chunk with empty ``choices``, then ``data: [DONE]``. Scripted thinking is sent as
 DeepSeek-style ``reasoning_content`` deltas (OpenAI itself sends none); redacted thinking is
 not sent. ``truncate`` stops before the finish chunk: no finish_reason, no usage, no
-``[DONE]``, which a client must treat as a broken stream.
+``[DONE]``, which a client must treat as a broken stream. A request without ``"stream": true`` gets
+``completion()``: the same step as one ``chat.completion`` object.
 """
 
 from __future__ import annotations
@@ -78,15 +79,38 @@ def frames(script: StepScript, *, msg_id: str, model: str, truncate: bool = Fals
     if truncate:
         return out
     out.append(chunk({}, FINISH_REASONS.get(script.stop_reason, "stop")))
-    inp, outp = script.usage.get("input_tokens", 0), script.usage.get("output_tokens", 0)
-    out.append(chunk(None, usage={
-        "prompt_tokens": inp, "completion_tokens": outp, "total_tokens": inp + outp,
-        "prompt_tokens_details": {"cached_tokens": script.usage.get("cache_read_input_tokens", 0),
-                                  "audio_tokens": 0},
-        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
-                                      "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}))
+    out.append(chunk(None, usage=_usage(script)))
     out.append(_frame("[DONE]"))
     return out
+
+
+def _usage(script: StepScript) -> dict[str, Any]:
+    inp, outp = script.usage.get("input_tokens", 0), script.usage.get("output_tokens", 0)
+    return {"prompt_tokens": inp, "completion_tokens": outp, "total_tokens": inp + outp,
+            "prompt_tokens_details": {"cached_tokens": script.usage.get("cache_read_input_tokens", 0),
+                                      "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+                                          "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}
+
+
+def completion(script: StepScript, *, msg_id: str, model: str) -> dict[str, Any]:
+    """The step as the non-streaming API answers it: one ``chat.completion`` object (text
+    joined, thinking as ``reasoning_content``, ``content`` null when there is no text)."""
+    text = "".join(b.text for b in script.blocks if b.type == "text")
+    message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": None,
+                               "annotations": []}
+    thinking = "".join(b.text for b in script.blocks if b.type == "thinking")
+    if thinking:
+        message["reasoning_content"] = thinking
+    calls = [{"id": b.id, "type": "function", "function": {"name": b.name, "arguments": b.arguments}}
+             for b in script.blocks if b.type == "tool_use"]
+    if calls:
+        message["tool_calls"] = calls
+    choice = {"index": 0, "message": message, "logprobs": None,
+              "finish_reason": FINISH_REASONS.get(script.stop_reason, "stop")}
+    return {"id": msg_id, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [choice], "usage": _usage(script), "service_tier": "default",
+            "system_fingerprint": "fp_mock"}
 
 
 def error_body(error_type: str, message: str) -> dict[str, Any]:

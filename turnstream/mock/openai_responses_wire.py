@@ -1,4 +1,4 @@
-"""OpenAI Responses streaming format for the mock provider: request view and frames.
+"""OpenAI Responses format for the mock provider: request view, frames, JSON answer.
 
 Frames follow the live API: ``event: <type>\\ndata: <compact JSON>\\n\\n`` with ``type`` and
 a rising ``sequence_number`` first in every payload; ``response.created`` and
@@ -8,7 +8,9 @@ events, ``output_item.done``; then ``response.completed`` (or ``response.incompl
 left unfinished) holding the output and usage. No ``[DONE]``. Scripted thinking becomes a
 reasoning item with one summary part, redacted thinking a reasoning item with only
 ``encrypted_content``. ``truncate`` leaves the final event out. An injected ``error`` event
-carries no ``sequence_number`` (the frame is made without knowing its position).
+carries no ``sequence_number`` (the frame is made without knowing its position). A request
+without ``"stream": true`` gets ``response_object()``: the ``response`` that
+``response.completed`` (or ``response.incomplete``) would have carried.
 """
 
 from __future__ import annotations
@@ -59,6 +61,16 @@ def _frame(payload: dict[str, Any]) -> bytes:
 
 
 def frames(script: StepScript, *, msg_id: str, model: str, truncate: bool = False) -> list[bytes]:
+    return _play(script, msg_id=msg_id, model=model, truncate=truncate)[0]
+
+
+def response_object(script: StepScript, *, msg_id: str, model: str) -> dict[str, Any]:
+    """The step as the non-streaming API answers it: the final ``response`` object."""
+    return _play(script, msg_id=msg_id, model=model, truncate=False)[1]
+
+
+def _play(script: StepScript, *, msg_id: str, model: str, truncate: bool) -> tuple[list[bytes], dict[str, Any]]:
+    """The step's frames, and the final response object they end with."""
     created = int(time.time())
     resp_id = msg_id
     seq = 0
@@ -141,19 +153,20 @@ def frames(script: StepScript, *, msg_id: str, model: str, truncate: bool = Fals
             continue
         emit("response.output_item.done", output_index=i, item=item)
         done_items.append(item)
-    if truncate:
-        return out
     inp, outp = script.usage.get("input_tokens", 0), script.usage.get("output_tokens", 0)
     usage = {"input_tokens": inp,
              "input_tokens_details": {"cached_tokens": script.usage.get("cache_read_input_tokens", 0)},
              "output_tokens": outp, "output_tokens_details": {"reasoning_tokens": 0},
              "total_tokens": inp + outp}
     if script.stop_reason == "max_tokens":
-        emit("response.incomplete", response=response("incomplete", done_items, usage,
-                                                       {"reason": "max_output_tokens"}))
+        final = response("incomplete", done_items, usage, {"reason": "max_output_tokens"})
+        if not truncate:
+            emit("response.incomplete", response=final)
     else:
-        emit("response.completed", response=response("completed", done_items, usage))
-    return out
+        final = response("completed", done_items, usage)
+        if not truncate:
+            emit("response.completed", response=final)
+    return out, final
 
 
 def error_body(error_type: str, message: str) -> dict[str, Any]:

@@ -7,6 +7,10 @@ and frames; this module applies scenario faults and serves the bytes. Test hooks
 scenario plays it; any other plays the default), ``GET /_mock/requests`` lists the bodies
 received, ``POST /_mock/reset`` forgets both.
 
+A request without ``"stream": true`` (what a gateway such as LiteLLM sends on some routes) is
+answered as the API answers it, with one JSON object (``message``, ``chat.completion``,
+``response``), from the same scenario and with the same faults (see ``_answer``).
+
 Invalid transcripts are refused with the provider's own 400 message (``validate.py``).
 A scenario ``{"replay": "file.sse", "seed": 1}`` serves a recorded body in random pieces.
 
@@ -49,6 +53,8 @@ class WireFormat:
 
     view: Callable[[dict[str, Any]], RequestView]
     frames: Callable[..., list[bytes]]
+    answer: Callable[..., dict[str, Any]]
+    """The non-streaming answer: the step as one JSON object."""
     validate: Callable[[dict[str, Any]], str | None]
     error_body: Callable[[str, str], dict[str, Any]]
     error_frame: Callable[[str, str], bytes]
@@ -60,6 +66,7 @@ class WireFormat:
 ANTHROPIC = WireFormat(
     view=anthropic_wire.request_view,
     frames=anthropic_wire.frames,
+    answer=anthropic_wire.message,
     validate=anthropic_errors,
     error_body=anthropic_wire.error_body,
     error_frame=anthropic_wire.error_frame,
@@ -71,6 +78,7 @@ ANTHROPIC = WireFormat(
 OPENAI_CHAT = WireFormat(
     view=openai_chat_wire.request_view,
     frames=openai_chat_wire.frames,
+    answer=openai_chat_wire.completion,
     validate=openai_chat_errors,
     error_body=openai_chat_wire.error_body,
     error_frame=openai_chat_wire.error_frame,
@@ -82,6 +90,7 @@ OPENAI_CHAT = WireFormat(
 OPENAI_RESPONSES = WireFormat(
     view=openai_responses_wire.request_view,
     frames=openai_responses_wire.frames,
+    answer=openai_responses_wire.response_object,
     validate=openai_responses_errors,
     error_body=openai_responses_wire.error_body,
     error_frame=openai_responses_wire.error_frame,
@@ -127,10 +136,39 @@ class MockProvider:
             etype = str(fault.get("error_type", "overloaded_error"))
             return JSONResponse(fmt.error_body(etype, str(fault.get("message", "Overloaded"))),
                                 int(fault.get("status", 529)), headers=headers)
+        if body.get("stream") is not True:
+            return await self._answer(script, fmt, str(body.get("model", "mock")))
         frames = fmt.frames(script, msg_id=fmt.msg_id(), model=str(body.get("model", "mock")),
                             truncate=fault.get("kind") == "truncate")
         return StreamingResponse(self._serve(frames, script, fmt), media_type="text/event-stream",
                                  headers={"cache-control": "no-cache"})
+
+    async def _answer(self, script: StepScript, fmt: WireFormat, model: str) -> Response:
+        """A non-streaming answer. Faults: ``error_event`` becomes an error status (529 for
+        ``overloaded_error``, else 500, or the fault's ``status``) with the API's error body;
+        ``drop`` cuts the connection after ``after_bytes`` of the JSON; ``malformed`` and
+        ``truncate`` send the first half of it; ``slow`` waits ``delay_ms`` once."""
+        fault = script.fault or {}
+        kind = fault.get("kind")
+        if kind == "error_event":
+            etype = str(fault.get("error_type", "overloaded_error"))
+            status = int(fault.get("status", 529 if etype == "overloaded_error" else 500))
+            return JSONResponse(fmt.error_body(etype, str(fault.get("message", "Overloaded"))), status)
+        if script.delay_s:
+            await asyncio.sleep(script.delay_s)
+        data = json.dumps(fmt.answer(script, msg_id=fmt.msg_id(), model=model), separators=(",", ":"),
+                          ensure_ascii=False).encode()
+        if kind == "drop":
+            cut = data[: int(fault.get("after_bytes", 200))]
+
+            async def dropped() -> AsyncIterator[bytes]:
+                yield cut
+                raise SimulatedFault("mock fault: connection dropped")
+
+            return StreamingResponse(dropped(), media_type="application/json")
+        if kind in ("malformed", "truncate"):
+            data = data[: len(data) // 2]
+        return Response(data, media_type="application/json")
 
     async def _serve(self, frames: list[bytes], script: StepScript, fmt: WireFormat) -> AsyncIterator[bytes]:
         fault = script.fault or {}

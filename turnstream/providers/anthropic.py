@@ -54,9 +54,10 @@ def map_stop_reason(raw: str | None) -> StopReason:
     return mapped
 
 
-def _usage(u: dict[str, Any] | None, into: Usage) -> None:
+def _usage(u: dict[str, Any] | None, into: Usage) -> bool:
+    """Read a ``usage`` object into ``into``; False when there is none."""
     if not u:
-        return
+        return False
     if u.get("input_tokens") is not None:
         into.input_tokens = int(u["input_tokens"])
     if u.get("output_tokens") is not None:
@@ -65,6 +66,7 @@ def _usage(u: dict[str, Any] | None, into: Usage) -> None:
         into.cache_read_input_tokens = int(u["cache_read_input_tokens"])
     if u.get("cache_creation_input_tokens") is not None:
         into.cache_creation_input_tokens = int(u["cache_creation_input_tokens"])
+    return True
 
 
 # -- request -------------------------------------------------------------------------------
@@ -118,12 +120,13 @@ def request_body(req: ModelRequest) -> dict[str, Any]:
 class StreamParser:
     """Maps decoded Anthropic SSE payloads to neutral events; knows nothing of HTTP."""
 
-    __slots__ = ("_stop_raw", "done", "usage")
+    __slots__ = ("_got_usage", "_stop_raw", "done", "usage")
 
     def __init__(self) -> None:
         self.usage = Usage()
         self._stop_raw: str | None = None
         self.done = False
+        self._got_usage = False
 
     def parse(self, data: str) -> Sequence[ProviderEvent]:
         try:
@@ -152,7 +155,7 @@ class StreamParser:
             return (BlockClosed(ev["index"]),)
         if t == "message_start":
             msg = ev.get("message") or {}
-            _usage(msg.get("usage"), self.usage)
+            self._got_usage = _usage(msg.get("usage"), self.usage)
             self._stop_raw = msg.get("stop_reason")
             content = msg.get("content") or []
             out: list[ProviderEvent] = []
@@ -165,10 +168,13 @@ class StreamParser:
             delta = ev.get("delta") or {}
             if delta.get("stop_reason") is not None:
                 self._stop_raw = delta["stop_reason"]
-            _usage(ev.get("usage"), self.usage)
+            if _usage(ev.get("usage"), self.usage):
+                self._got_usage = True
             return ()
         if t == "message_stop":
             self.done = True
+            if not self._got_usage:
+                self.usage.unknown = True
             return (StepEnded(map_stop_reason(self._stop_raw), self.usage, self._stop_raw),)
         if t == "error":
             err = ev.get("error") or {}

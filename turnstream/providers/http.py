@@ -3,6 +3,14 @@
 Adapters call ``open_stream`` and get the response's byte chunks; HTTP error statuses and
 connection failures become ``ProviderError`` here, classified by the error type in the
 body where there is one (PROVIDER-FACTS: classify by the body, not only the status).
+
+A ``200`` is not always a stream. A JSON body at 200 (LiteLLM's ``/v1/messages`` answers its
+upstream's failure as ``{"type": "error", "error": {…}}``) is read as the error it holds,
+retryable by its type. A body that ends without a single SSE event (open-responses-server's
+``Not Found`` under ``text/event-stream``; llama-cpp-python's empty body when its handler
+fails after the headers went out) is a ``ProviderProtocolError`` carrying the body's first
+bytes, not retried: the same request gets the same answer. Both checks cost nothing per
+event: one header look-up per response, one flag test per body chunk.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from typing import Any, Protocol
 import httpx2 as httpx
 import orjson
 
-from ..errors import ProviderError, ProviderStatusError, StreamBrokenError
+from ..errors import ProviderError, ProviderProtocolError, ProviderStatusError, StreamBrokenError
 from ..retry import RETRYABLE_ERROR_TYPES, is_hopeless_429, is_retryable_status, parse_retry_after
 from ..sse import SSEDecoder
 from .base import ProviderEvent
@@ -98,8 +106,18 @@ def env(name: str, default: str | None = None) -> str | None:
     return value if value else default
 
 
+def status_of(code: Any) -> int | None:
+    """An error ``code`` that is an HTTP status: an int, or a string of three digits (LiteLLM
+    sends ``"code": "500"``) from 100 to 599; else None (``"rate_limit_exceeded"``, …)."""
+    if isinstance(code, str) and len(code) == 3 and code.isdigit():
+        code = int(code)
+    if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599:
+        return code
+    return None
+
+
 def _error_from_body(status: int, body: bytes, headers: Any) -> ProviderStatusError:
-    message, error_type = body.decode("utf-8", "replace")[:2000] or f"HTTP {status}", None
+    message, error_type, code_status = body.decode("utf-8", "replace")[:2000] or f"HTTP {status}", None, None
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -109,10 +127,12 @@ def _error_from_body(status: int, body: bytes, headers: Any) -> ProviderStatusEr
         if isinstance(err, dict):
             message = str(err.get("message") or message)
             error_type = str(err.get("type") or err.get("code") or "") or None
+            code_status = status_of(err.get("code"))
         elif isinstance(err, str):
             message = err
     retry_after = parse_retry_after(headers)
-    retryable = is_retryable_status(status) or (error_type in RETRYABLE_ERROR_TYPES)
+    retryable = (is_retryable_status(status) or (error_type in RETRYABLE_ERROR_TYPES)
+                 or (code_status is not None and is_retryable_status(code_status)))
     if status == 429 and is_hopeless_429(message, error_type, retry_after):
         retryable = False
     return ProviderStatusError(message, status=status, error_type=error_type, retryable=retryable,
@@ -131,6 +151,8 @@ async def open_stream(pool: ClientPool, url: str, headers: dict[str, str],
             if resp.status_code != 200:
                 raw = await resp.aread()
                 raise _error_from_body(resp.status_code, raw, resp.headers)
+            if "json" in resp.headers.get("content-type", ""):
+                raise _json_instead_of_stream(await resp.aread(), resp.headers)
             try:
                 # Raw chunks: the request asks for no content coding (``accept-encoding:
                 # identity``), so there is nothing to decode, and the decoding layer's per-chunk
@@ -148,6 +170,36 @@ async def open_stream(pool: ClientPool, url: str, headers: dict[str, str],
                             error_type="connection_error") from exc
 
 
+def _json_instead_of_stream(body: bytes, headers: Any) -> ProviderError:
+    """A 200 whose body is JSON: the error object it holds, or else a protocol error."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        doc = None
+    if isinstance(doc, dict) and doc.get("error"):
+        return _error_from_body(200, body, headers)
+    return ProviderProtocolError(f"the server answered HTTP 200 with a JSON body instead of an event stream "
+                                 f"(is \"stream\": true ignored?): {body[:HEAD_BYTES]!r}", status=200)
+
+
+HEAD_BYTES = 300
+"""How much of a body that holds no event goes into its error."""
+
+EMPTY_BODY_HINT = (
+    "llama-cpp-python's server answers so when it fails after sending its headers, e.g. a tool call "
+    "streamed under tool_choice \"auto\" with the chatml-function-calling chat format; see "
+    "docs/compatibility.md for the settings that work")
+
+
+def eventless_body_error(head: bytes) -> ProviderProtocolError:
+    """The error for a 200 body that ended without a single SSE event."""
+    if not head.strip():
+        return ProviderProtocolError(f"the server answered HTTP 200 with an empty body instead of an event "
+                                     f"stream ({EMPTY_BODY_HINT})", status=200)
+    return ProviderProtocolError(f"the server answered HTTP 200 with a body that is not an event stream: "
+                                 f"{head[:HEAD_BYTES]!r}", status=200)
+
+
 class SSEParser(Protocol):
     """One API's payload parser: ``parse`` maps one SSE ``data`` to neutral events, ``done``
     turns true at the final event, ``end_of_body`` says what a body that ended means."""
@@ -163,23 +215,37 @@ class SSEParser(Protocol):
 
 class EventStream:
     """Body chunks to neutral events through one parser, with no I/O: what every adapter and
-    the recorded-stream tests run."""
+    the recorded-stream tests run. Until the first SSE event it keeps the body's first bytes,
+    so that a body holding none can say what it held."""
 
-    __slots__ = ("decoder", "parser")
+    __slots__ = ("decoder", "head", "parser", "seen")
 
     def __init__(self, parser: SSEParser) -> None:
         self.decoder = SSEDecoder()
         self.parser = parser
+        self.seen = False
+        self.head = b""
 
     def feed(self, chunk: bytes) -> Iterator[ProviderEvent]:
         """The chunk's events, one at a time: those before a bad payload still come out
         before its error is raised, so a failed step keeps what had arrived."""
         parse = self.parser.parse
-        for sse in self.decoder.feed(chunk):
+        sses = self.decoder.feed(chunk)
+        if not self.seen:
+            if not sses:
+                if len(self.head) < HEAD_BYTES:
+                    self.head += chunk[:HEAD_BYTES]
+                return
+            self.seen = True
+        for sse in sses:
             yield from parse(sse.data)
 
     def finish(self) -> Sequence[ProviderEvent]:
+        """End of body: the events owed, or the error for a body that ended too early
+        (``ProviderProtocolError`` when it held no event at all)."""
         self.decoder.flush()
+        if not self.seen and not self.parser.done:
+            raise eventless_body_error(self.head)
         return self.parser.end_of_body()
 
 

@@ -21,6 +21,8 @@ Wire facts this module handles (PROVIDER-FACTS.md):
 * usage: the chunk with ``usage`` (``stream_options.include_usage``; an empty ``choices``
   list at OpenAI, the finish chunk at Groq/Mistral). ``input_tokens`` is ``prompt_tokens``
   as the API counts it (cached tokens included), ``cache_read_input_tokens`` its cached part.
+  A server that sends none (llama-cpp-python ignores ``include_usage``) ends the step with
+  ``Usage.unknown``.
 
 Decisions:
 
@@ -50,7 +52,7 @@ import orjson
 
 from ..blocks import StopReason, TextBlock, ToolUseBlock, Usage
 from ..errors import ProviderStreamError, StreamBrokenError, UsageError
-from ..retry import RETRYABLE_ERROR_TYPES
+from ..retry import RETRYABLE_ERROR_TYPES, is_retryable_status
 from . import http
 from .base import BlockClosed, BlockOpened, Delta, Message, ModelRequest, ProviderEvent, StepEnded, user_parts
 
@@ -78,18 +80,21 @@ def is_openai_host(base_url: str) -> bool:
 
 
 def stream_error(err: Any, *, what: str = "error in the stream") -> ProviderStreamError:
-    """An in-band error object (``{"message", "type", "code"}``, or a bare string) as an exception."""
+    """An in-band error object (``{"message", "type", "code"}``, or a bare string) as an exception.
+
+    Retryable when its type or code names a server-side error, or when its code is a
+    retryable HTTP status (an int, or a digit string such as LiteLLM's ``"500"``)."""
     if isinstance(err, dict):
         message = str(err.get("message") or what)
         etype = err.get("type")
         code = err.get("code")
     else:
         message, etype, code = str(err or what), None, None
+    status = http.status_of(code)
     kinds = {str(k) for k in (etype, code) if k}
-    error_type = str(etype or code) if (etype or code) else None
-    status = code if isinstance(code, int) else 200
-    retryable = bool(kinds & RETRYABLE_OPENAI_ERRORS) or (isinstance(code, int) and code >= 500)
-    return ProviderStreamError(message, status=status, error_type=error_type, retryable=retryable)
+    error_type = str(etype) if etype else (str(code) if code and status is None else None)
+    retryable = bool(kinds & RETRYABLE_OPENAI_ERRORS) or (status is not None and is_retryable_status(status))
+    return ProviderStreamError(message, status=status or 200, error_type=error_type, retryable=retryable)
 
 
 def arguments_text(call: ToolUseBlock) -> str:
@@ -127,7 +132,10 @@ def _assistant(m: Message) -> list[dict[str, Any]]:
     calls = [b for b in m.blocks if isinstance(b, ToolUseBlock)]
     if not texts and not calls:
         return []  # thinking or provider-native blocks only: nothing this API can take
-    msg: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+    # "" rather than null or no key when there is no text: llama-cpp-python's server answers
+    # null with HTTP 500 and a missing key with an empty body (its template crashes), and
+    # OpenAI, vLLM, Ollama, Mistral, Groq and LiteLLM accept "" beside tool_calls.
+    msg: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
     if calls:
         msg["tool_calls"] = [{"id": c.tool_use_id, "type": "function",
                               "function": {"name": c.name, "arguments": arguments_text(c)}} for c in calls]
@@ -152,7 +160,10 @@ def request_body(req: ModelRequest, *, openai_native: bool = True) -> dict[str, 
 
 # -- response ------------------------------------------------------------------------------
 
-def _usage(u: dict[str, Any], into: Usage) -> None:
+def _usage(u: dict[str, Any], into: Usage) -> bool:
+    """Read a ``usage`` object into ``into``; False when it holds no token count."""
+    if u.get("prompt_tokens") is None and u.get("completion_tokens") is None:
+        return False
     if u.get("prompt_tokens") is not None:
         into.input_tokens = int(u["prompt_tokens"])
     if u.get("completion_tokens") is not None:
@@ -163,6 +174,7 @@ def _usage(u: dict[str, Any], into: Usage) -> None:
         cached = u.get("prompt_cache_hit_tokens")  # DeepSeek's own name
     if cached is not None:
         into.cache_read_input_tokens = int(cached)
+    return True
 
 
 class _Call:
@@ -180,8 +192,8 @@ class StreamParser:
     ended without ``[DONE]``. Both return the events to pass on (a list, maybe empty).
     """
 
-    __slots__ = ("_calls", "_id_style", "_ids", "_n", "_open", "_reasoning", "_refused", "_text", "done",
-                 "finish_raw", "usage")
+    __slots__ = ("_calls", "_got_usage", "_id_style", "_ids", "_n", "_open", "_reasoning", "_refused", "_text",
+                 "done", "finish_raw", "usage")
 
     def __init__(self, *, id_style: ToolIdStyle = "openai") -> None:
         self.usage = Usage()
@@ -195,6 +207,7 @@ class StreamParser:
         self._ids: set[str] = set()
         self._n = 0
         self._refused = False
+        self._got_usage = False
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -239,8 +252,8 @@ class StreamParser:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 self._choice(choice, out)
         u = chunk.get("usage")
-        if isinstance(u, dict):
-            _usage(u, self.usage)
+        if isinstance(u, dict) and _usage(u, self.usage):
+            self._got_usage = True
         return out
 
     def _choice(self, choice: dict[str, Any], out: list[ProviderEvent]) -> None:
@@ -318,6 +331,8 @@ class StreamParser:
         out: list[ProviderEvent] = [BlockClosed(k) for k in self._open]
         self._open.clear()
         self.done = True
+        if not self._got_usage:
+            self.usage.unknown = True  # llama-cpp-python ignores stream_options.include_usage
         out.append(StepEnded(self._stop_reason(), self.usage, self.finish_raw))
         return out
 

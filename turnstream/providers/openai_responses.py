@@ -75,9 +75,10 @@ _FINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
 
 
 def _usage(u: dict[str, Any] | None) -> Usage:
+    """The response's usage; ``unknown`` when it has none (a bridge that never counts)."""
+    if not isinstance(u, dict) or (u.get("input_tokens") is None and u.get("output_tokens") is None):
+        return Usage(unknown=True)
     usage = Usage()
-    if not isinstance(u, dict):
-        return usage
     usage.input_tokens = int(u.get("input_tokens") or 0)
     usage.output_tokens = int(u.get("output_tokens") or 0)
     details = u.get("input_tokens_details")
@@ -110,7 +111,7 @@ def _item_of(block: Block | str, item_id: str | None) -> dict[str, Any] | None:
         if item_id:
             return {"type": "message", "id": item_id, "role": "assistant", "status": "completed",
                     "content": [{"type": "output_text", "text": block.text, "annotations": []}]}
-        return {"role": "assistant", "content": block.text}
+        return {"type": "message", "role": "assistant", "content": block.text}
     if isinstance(block, ToolUseBlock):
         item: dict[str, Any] = {"type": "function_call", "call_id": block.tool_use_id, "name": block.name,
                                 "arguments": arguments_text(block)}
@@ -162,7 +163,8 @@ def input_items(req: ModelRequest) -> list[dict[str, Any]]:
         items.extend({"type": "function_call_output", "call_id": r.tool_use_id, "output": r.content}
                      for r in results)
         if text:
-            items.append({"role": "user", "content": text})
+            # "type" is optional in the API; open-responses-server reads only items that carry it
+            items.append({"type": "message", "role": "user", "content": text})
     return items
 
 
@@ -198,7 +200,8 @@ class _Item:
 class StreamParser:
     """Maps decoded Responses events to neutral events; knows nothing of HTTP."""
 
-    __slots__ = ("_by_item_id", "_closed", "_has_calls", "_id_style", "_items", "_order", "done", "usage")
+    __slots__ = ("_by_item_id", "_closed", "_dropped", "_has_calls", "_id_style", "_items", "_order", "_orphans",
+                 "done", "usage")
 
     def __init__(self, *, id_style: ToolIdStyle = "openai") -> None:
         self.usage = Usage()
@@ -209,6 +212,12 @@ class StreamParser:
         self._by_item_id: dict[str, int] = {}
         self._closed: set[int] = set()
         self._has_calls = False
+        self._orphans: dict[str, int | None] = {}
+        """Text items that streamed deltas without being announced: name -> block key (None
+        until a non-empty delta opened the block)."""
+        self._dropped = 0
+        """Deltas of unannounced items that could not be streamed (their call id, name or
+        kind is unknown until the final output)."""
 
     def parse(self, data: str) -> list[ProviderEvent]:
         if data.strip() == "[DONE]":
@@ -225,21 +234,30 @@ class StreamParser:
             self._added(ev, out)
         elif t in ("response.output_text.delta", "response.refusal.delta"):
             idx = self._index(ev)
-            if idx is not None and ev.get("delta"):
-                out.append(Delta(idx, "text", ev["delta"]))
+            if idx is not None:
+                if ev.get("delta"):
+                    out.append(Delta(idx, "text", ev["delta"]))
+            else:
+                self._unannounced_text(ev, out)
         elif t == "response.function_call_arguments.delta":
             idx = self._index(ev)
-            if idx is not None and ev.get("delta"):
-                self._items[idx].got_args = True
-                out.append(Delta(idx, "input_json", ev["delta"]))
+            if idx is not None:
+                if ev.get("delta"):
+                    self._items[idx].got_args = True
+                    out.append(Delta(idx, "input_json", ev["delta"]))
+            elif self._unannounced(ev):
+                self._dropped += 1
         elif t == "response.function_call_arguments.done":
             idx = self._index(ev)
             if idx is not None:
                 self._complete_args(idx, ev.get("arguments"), out)
         elif t in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             idx = self._index(ev)
-            if idx is not None and ev.get("delta"):
-                self._thinking(idx, ev, out)
+            if idx is not None:
+                if ev.get("delta"):
+                    self._thinking(idx, ev, out)
+            elif self._unannounced(ev):
+                self._dropped += 1
         elif t == "response.output_text.annotation.added":
             idx = self._index(ev)
             if idx is not None and isinstance(ev.get("annotation"), dict):
@@ -294,6 +312,72 @@ class StreamParser:
         self._items[idx] = st
         self._order.append(idx)
         self._flush(out)  # a reasoning item waiting for its follower may close now
+
+    # -- items never announced ---------------------------------------------------------------
+    # open-responses-server streams deltas for items it never announces with
+    # ``response.output_item.added`` and puts the items in the final response's ``output``.
+    # Text deltas stream as a text block of their own; deltas of other kinds are dropped (a
+    # call's id and name are unknown until the end); at the final event, every output item
+    # that never streamed is taken from ``output`` (``_reconcile``). A warning says so.
+
+    def _unannounced(self, ev: dict[str, Any]) -> bool:
+        """True when the event's item was never announced (not merely closed already)."""
+        idx = ev.get("output_index")
+        if isinstance(idx, int) and idx in self._items:
+            return False
+        return str(ev.get("item_id")) not in self._by_item_id
+
+    def _unannounced_text(self, ev: dict[str, Any], out: list[ProviderEvent]) -> None:
+        if not self._unannounced(ev):
+            return
+        item_id = ev.get("item_id")
+        name = str(item_id) if item_id else f"#{ev.get('output_index')}"
+        key = self._orphans.get(name)
+        if key is None:
+            self._orphans[name] = None  # seen: its output item is not taken from the final output
+            if not ev.get("delta"):
+                return
+            key = -1 - sum(1 for k in self._orphans.values() if k is not None)  # below every output_index
+            self._items[key] = _Item("message", "text")
+            self._order.append(key)
+            self._orphans[name] = key
+            out.append(BlockOpened(key, "text"))
+        if ev.get("delta"):
+            out.append(Delta(key, "text", ev["delta"]))
+
+    def _reconcile(self, output: Any, out: list[ProviderEvent]) -> None:
+        """Open, fill and finish every item of the final ``output`` that never streamed."""
+        missing: list[tuple[int, dict[str, Any]]] = []
+        for pos, item in enumerate(output if isinstance(output, list) else ()):
+            if not isinstance(item, dict) or pos in self._items:
+                continue
+            item_id = str(item.get("id") or "")
+            if item_id and (item_id in self._by_item_id or item_id in self._orphans):
+                continue
+            missing.append((pos, item))
+        if missing or self._orphans or self._dropped:
+            log.warning("the Responses stream sent %d delta(s) for items it never announced; %d item(s) "
+                        "taken from the final output: %s", self._dropped + len(self._orphans), len(missing),
+                        ", ".join(f"{i.get('type')} {i.get('id') or i.get('call_id') or ''}".strip()
+                                  for _, i in missing) or "none")
+        for pos, item in missing:
+            ev = {"output_index": pos, "item": item}
+            self._added(ev, out)
+            st = self._items.get(pos)
+            if st is None:
+                continue
+            if st.kind == "text":
+                text = "".join(str(c.get("text") or c.get("refusal") or "") for c in item.get("content") or ()
+                               if isinstance(c, dict))
+                if text:
+                    out.append(Delta(pos, "text", text))
+            elif st.kind == "thinking":
+                parts = [str(c.get("text") or "") for c in item.get("summary") or () if isinstance(c, dict)]
+                parts = parts or [str(c.get("text") or "") for c in item.get("content") or ()
+                                  if isinstance(c, dict) and c.get("type") == "reasoning_text"]
+                if any(parts):
+                    out.append(Delta(pos, "thinking", "\n\n".join(parts)))
+            self._item_done(ev, out)
 
     def _thinking(self, idx: int, ev: dict[str, Any], out: list[ProviderEvent]) -> None:
         st = self._items[idx]
@@ -352,6 +436,7 @@ class StreamParser:
             err = resp.get("error") or {"message": "the response failed"}
             raise stream_error(err, what="the response failed")
         out: list[ProviderEvent] = []
+        self._reconcile(resp.get("output"), out)
         self._flush(out, ending=True)
         self.usage = _usage(resp.get("usage"))
         self.done = True

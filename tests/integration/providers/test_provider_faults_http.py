@@ -262,7 +262,7 @@ async def test_thinking_then_tool_call_round_trip(api: str, make: Make, mock_pro
     if api == "anthropic":
         assert "sig-1" in text
     elif api == "openai-responses":
-        kinds = [i.get("type", i.get("role")) for i in follow_up["input"]]
+        kinds = [i["role"] if i["type"] == "message" and "id" not in i else i["type"] for i in follow_up["input"]]
         assert kinds[:4] == ["user", "reasoning", "message", "function_call"]
         assert follow_up["input"][2]["id"].startswith("msg_")
     else:

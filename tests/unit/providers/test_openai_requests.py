@@ -68,7 +68,7 @@ def test_responses_request_shape() -> None:
                                                       tool_choice="none", max_tokens=99))
     assert body["instructions"] == "Be brief." and body["max_output_tokens"] == 99
     assert body["tool_choice"] == "none" and body["tools"][0]["strict"] is False
-    kinds = [i.get("type", i.get("role")) for i in body["input"]]
+    kinds = [i["role"] if i["type"] == "message" else i["type"] for i in body["input"]]
     assert kinds == ["user", "assistant", "function_call", "function_call", "function_call_output",
                      "function_call_output", "user"]
     assert openai_responses_errors(body) is None
@@ -121,7 +121,8 @@ def test_client_side_provider_items_are_not_replayed() -> None:
                            data={"type": "web_search_call", "input": {"type": "web_search_call", "id": "ws_1"}})
     msgs = [Message("user", ["q"]), Message("assistant", [shell, search, TextBlock(text="done")])]
     items = openai_responses.input_items(ModelRequest("gpt-x", msgs))
-    assert [i.get("type", i.get("role")) for i in items] == ["user", "web_search_call", "assistant"]
+    assert [i["role"] if i["type"] == "message" else i["type"] for i in items] == [
+        "user", "web_search_call", "assistant"]
 
 
 def test_responses_validator_messages() -> None:
