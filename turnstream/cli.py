@@ -37,7 +37,7 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
-    from .terminal import main as chat_main
+    from .chat import main as chat_main
 
     return chat_main(settings, session=args.session)
 

@@ -223,7 +223,7 @@ APPROVAL_SCRIPT = """
 import asyncio, sys
 from pathlib import Path
 from turnstream import tool
-from turnstream.terminal import run_chat
+from turnstream.chat.local import run_chat
 
 @tool(requires_approval=True)
 def delete_everything(target: str) -> str:

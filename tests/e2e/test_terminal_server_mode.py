@@ -27,7 +27,7 @@ from rich.console import Console
 from tests.support.mock_provider import MockHandle
 from tests.support.server import Server, run_turn, start_server
 from tests.support.terminal import Chat
-from turnstream.remote import run_remote_chat
+from turnstream.chat.remote import run_remote_chat
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")]
 

@@ -27,12 +27,12 @@ from turnstream.blocks import (
     ToolUseBlock,
 )
 from turnstream.errors import ProviderError
+from turnstream.mock.validate import anthropic_errors, openai_chat_errors, openai_responses_errors
 from turnstream.providers import anthropic, openai_chat, openai_responses
 from turnstream.providers.base import ModelRequest, ProviderEvent, StepEnded, ToolSpec
 from turnstream.providers.http import EventStream, SSEParser
-from turnstream.sse import SSEDecoder
+from turnstream.sse_decoder import SSEDecoder
 from turnstream.transcript import repair, turn_messages
-from turnstream.validate import anthropic_errors, openai_chat_errors, openai_responses_errors
 
 APIS = ("anthropic-messages", "openai-chat", "openai-responses")
 ORIGIN = {"anthropic-messages": "anthropic:fixture", "openai-chat": "openai:fixture",

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx2 as httpx
 
-from turnstream.sse import SSEDecoder
+from turnstream.sse_decoder import SSEDecoder
 
 READY = re.compile(r"on (http://[^/#\s]+)/#key=(\S+)")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from turnstream.farewell import is_farewell
+from turnstream.chat.farewell import is_farewell
 
 FAREWELL = True
 MODEL = False

@@ -14,14 +14,14 @@ from turnstream.events import ErrorEvent, StepRestart, StreamEvent, ToolRequest,
 from turnstream.lifecycle import submit_tool_result
 from turnstream.limits import Limits
 from turnstream.loop import CANCELLED, CUT_OFF, LIMIT_REACHED, REPEATED, RunConfig, TurnRunner
-from turnstream.mock.scenario import Scenario
+from turnstream.mock.validate import anthropic_errors
 from turnstream.providers.anthropic import request_body
 from turnstream.providers.base import ModelRequest, ProviderEvent
 from turnstream.providers.scripted import ScriptedProvider
 from turnstream.retry import RetryPolicy
+from turnstream.scenarios.engine import Scenario
 from turnstream.store import MemoryStore
 from turnstream.transcript import build
-from turnstream.validate import anthropic_errors
 
 FAST = RetryPolicy(base_delay=0.0, max_delay=0.0)
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.paths import STREAMS
-from turnstream.sse import SSEDecoder
+from turnstream.sse_decoder import SSEDecoder
 
 FIXTURES = STREAMS
 

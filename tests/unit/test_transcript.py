@@ -13,10 +13,10 @@ from turnstream.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from turnstream.mock.validate import anthropic_errors
 from turnstream.providers.anthropic import messages_to_wire
 from turnstream.providers.base import Message
 from turnstream.transcript import INTERRUPTED_RESULT, build, repair, turn_messages
-from turnstream.validate import anthropic_errors
 
 ORIGIN = "anthropic:m"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .scenario import RequestView, StepScript, fragments, text_of
+from ..scenarios.engine import RequestView, StepScript, fragments, text_of
 
 
 def request_view(body: dict[str, Any]) -> RequestView:

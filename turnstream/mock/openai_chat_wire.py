@@ -18,7 +18,7 @@ import json
 import time
 from typing import Any
 
-from .scenario import RequestView, StepScript, fragments, text_of
+from ..scenarios.engine import RequestView, StepScript, fragments, text_of
 
 FINISH_REASONS = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length",
                   "stop_sequence": "stop", "refusal": "content_filter", "pause_turn": "stop"}

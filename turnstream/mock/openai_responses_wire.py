@@ -19,7 +19,7 @@ import json
 import time
 from typing import Any
 
-from .scenario import RequestView, StepScript, fragments, text_of
+from ..scenarios.engine import RequestView, StepScript, fragments, text_of
 
 _ASSISTANT_ITEMS = {"function_call", "reasoning", "web_search_call", "file_search_call", "computer_call",
                     "custom_tool_call", "local_shell_call", "mcp_call", "mcp_list_tools",

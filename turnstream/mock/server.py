@@ -39,9 +39,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..errors import SimulatedFault
-from ..validate import anthropic_errors, openai_chat_errors, openai_responses_errors
+from ..scenarios.engine import RequestView, Scenario, StepScript
 from . import anthropic_wire, openai_chat_wire, openai_responses_wire
-from .scenario import RequestView, Scenario, StepScript
+from .validate import anthropic_errors, openai_chat_errors, openai_responses_errors
 
 SENT_AT = b"{{sent_at}}"
 """Replaced in a frame by its send time (see the module docstring)."""

@@ -30,7 +30,7 @@ import orjson
 
 from ..errors import ProviderError, ProviderProtocolError, ProviderStatusError, StreamBrokenError
 from ..retry import RETRYABLE_ERROR_TYPES, is_hopeless_429, is_retryable_status, parse_retry_after
-from ..sse import SSEDecoder
+from ..sse_decoder import SSEDecoder
 from .base import ProviderEvent
 
 log = logging.getLogger("turnstream.providers")

@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator
 
 from ..blocks import StopReason, ToolResultBlock, Usage
 from ..errors import ProviderStatusError, ProviderStreamError, StreamBrokenError
-from ..mock.scenario import RequestView, Scenario, fragments
+from ..scenarios.engine import RequestView, Scenario, fragments
 from .base import BlockClosed, BlockOpened, Delta, ModelRequest, ProviderEvent, StepEnded
 
 RETRYABLE_TYPES = {"overloaded_error", "api_error", "rate_limit_error"}

@@ -27,11 +27,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..bus import Bus, open_bus
+from ..bus import Bus
 from ..errors import UsageError
 from ..lifecycle import close_out_stored
 from ..settings import SERVER_DEMO, Settings
-from ..store import Store, open_store
+from ..store import Store, open_bus, open_store
 from ..transcript import INTERRUPTED_RESULT
 from . import logs
 from .state import AppState

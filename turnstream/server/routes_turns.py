@@ -14,7 +14,7 @@ from .auth import owned_session, owned_turn
 from .errors import ApiError, conflict, invalid_field, not_found
 from .follow import Follower
 from .models import CancelOut, ClientTool, ToolResultIn, ToolResultOut, TurnCreate
-from .sse import parse_last_event_id, sse_response
+from .sse_encoder import parse_last_event_id, sse_response
 from .state import AppState
 
 SSE = "text/event-stream"

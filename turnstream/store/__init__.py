@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..bus import Bus
 from ..errors import MissingExtraError, SeqConflictError, TurnConflictError
 from ..settings import DEFAULT_DB, DatabaseURL, Settings
 from .memory import MemoryStore
@@ -31,6 +32,16 @@ def open_store(url: str | DatabaseURL | None = None) -> Store:
     return PostgresStore(db.target)
 
 
+def open_bus(db: DatabaseURL) -> Bus:
+    """The bus that goes with the store of ``db``: shared over PostgreSQL ``LISTEN/NOTIFY``
+    when the database is, else in-process."""
+    if not db.shared:
+        return Bus()
+    from .postgres_bus import PostgresBus
+
+    return PostgresBus(db.target)
+
+
 __all__ = [
     "DEFAULT_DB",
     "MemoryStore",
@@ -39,5 +50,6 @@ __all__ = [
     "StoredEvent",
     "TurnConflictError",
     "User",
+    "open_bus",
     "open_store",
 ]

@@ -18,14 +18,14 @@ from turnstream import Agent, ToolResultBlock, ToolUseBlock, tool
 from turnstream.events import BlockDelta, ErrorEvent, StepRestart, StreamEvent, TurnComplete
 from turnstream.limits import Limits
 from turnstream.mock import anthropic_wire, openai_chat_wire, openai_responses_wire
-from turnstream.mock.scenario import RequestView, Scenario
 from turnstream.mock.server import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
+from turnstream.mock.validate import anthropic_errors, openai_chat_errors, openai_responses_errors
 from turnstream.providers.anthropic import AnthropicProvider
 from turnstream.providers.base import Provider
 from turnstream.providers.openai_chat import OpenAIChatProvider
 from turnstream.providers.openai_responses import OpenAIResponsesProvider
 from turnstream.retry import RetryPolicy
-from turnstream.validate import anthropic_errors, openai_chat_errors, openai_responses_errors
+from turnstream.scenarios.engine import RequestView, Scenario
 
 APIS = ["anthropic", "openai", "openai-responses"]
 PATHS = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions", "openai-responses": "/v1/responses"}

@@ -30,6 +30,7 @@ from turnstream.blocks import TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from turnstream.errors import ProviderError, ProviderProtocolError, ProviderStatusError, ProviderStreamError
 from turnstream.events import TurnComplete
 from turnstream.limits import Limits
+from turnstream.mock.validate import openai_chat_errors, openai_responses_errors
 from turnstream.providers import openai_chat
 from turnstream.providers.anthropic import AnthropicProvider
 from turnstream.providers.base import Delta, Message, ModelRequest, Provider
@@ -37,7 +38,6 @@ from turnstream.providers.http import status_of
 from turnstream.providers.openai_chat import OpenAIChatProvider, stream_error
 from turnstream.providers.openai_responses import OpenAIResponsesProvider
 from turnstream.retry import RetryPolicy, stream_with_retries
-from turnstream.validate import openai_chat_errors, openai_responses_errors
 
 FIXTURES = REPO / "tests" / "fixtures" / "interop"
 INDEX: dict[str, dict[str, Any]] = json.loads((FIXTURES / "index.json").read_text())

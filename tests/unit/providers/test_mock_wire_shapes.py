@@ -9,7 +9,7 @@ import re
 from tests.support.replay import assemble, case, drive
 from turnstream.blocks import TextBlock, ThinkingBlock, ToolUseBlock
 from turnstream.mock import openai_chat_wire, openai_responses_wire
-from turnstream.mock.scenario import RequestView, Scenario
+from turnstream.scenarios.engine import RequestView, Scenario
 
 SCRIPT = Scenario({"fragment_size": 3, "steps": [{"blocks": [
     {"type": "thinking", "thinking": "Hmm.", "signature": "s"}, {"type": "text", "text": "Looking."},

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 from turnstream.blocks import ProviderBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from turnstream.mock.validate import openai_chat_errors, openai_responses_errors
 from turnstream.providers import openai_chat, openai_responses
 from turnstream.providers.base import Message, ModelRequest, ToolSpec
 from turnstream.transcript import build
-from turnstream.validate import openai_chat_errors, openai_responses_errors
 
 TOOLS = [ToolSpec("get_weather", "Weather", {"type": "object", "properties": {"city": {"type": "string"}}})]
 A = ToolUseBlock(seq=1, step=1, tool_use_id="call_a", name="get_weather", input={"city": "Paris"},

@@ -1,0 +1,33 @@
+"""The terminal chat (SPEC §11): ``turnstream chat``.
+
+``render`` shows a turn's events, ``ui`` reads input and runs one turn at a time, ``local``
+runs the turns here, ``remote`` runs them on a turnstream server (this process runs the
+tools), ``farewell`` tells a goodbye from a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from ..settings import CHAT_DEMO, Settings
+from .local import _log_to_file, run_chat
+
+
+def main(settings: Settings, *, session: str | None = None) -> int:
+    """``turnstream chat`` with the given settings (``model``, ``root``, ``server``, ``key``,
+    ``home``). With ``server`` the turns run there and the local tools run here."""
+    home = settings.chat_home()
+    _log_to_file(home / "chat.log")
+    if settings.server:
+        from .remote import run_remote_chat
+
+        return asyncio.run(run_remote_chat(settings.server, settings.key, settings.root, session,
+                                           model=settings.model or None))
+    model, demo = settings.default_model(CHAT_DEMO)
+    if demo:
+        print(f"No --model and no API key: using the scripted demo model {model}.", file=sys.stderr)
+    return asyncio.run(run_chat(model, settings.root, session, home=home))
+
+
+__all__ = ["main", "run_chat"]
