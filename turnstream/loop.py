@@ -13,6 +13,11 @@ before that task started, makes the runner refuse to start). The runner then clo
 is open (partial blocks kept, every unfinished tool call answered with an ``is_error``
 result), marks the turn ``cancelled`` and emits ``turn_complete``. A cancellation that did
 not come from ``cancel()`` gets the same clean-up, shielded, and is then re-raised.
+
+Why one module of this size: the loop is one decision (when to call the model again, and
+what to refuse to run), and its parts share the turn's state (the step, the final step, the
+max_tokens in force, the open assembler). Writing events, ending a turn and taking a
+client's answer already live in ``lifecycle.py``.
 """
 
 from __future__ import annotations

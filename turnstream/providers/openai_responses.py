@@ -36,6 +36,10 @@ item verbatim and only right before the block that followed it, to which it give
 original item id (the API pairs the two by id); a reasoning item with nothing after it is
 left out ("Item 'rs_…' of type 'reasoning' was provided without its required following
 item").
+
+Why one module of this size: one wire format, one adapter (the seam of docs/design.md);
+what the format needs that the others do not (reasoning items, the final ``output`` as the
+authority, hosted-tool items) is most of its length.
 """
 
 from __future__ import annotations

@@ -31,6 +31,10 @@ Concurrency rules, all enforced by the database rather than by this process:
 
 JSON columns come back as the text PostgreSQL holds (asyncpg's default for ``json``) and are
 parsed once, by pydantic or orjson; JSON parameters are sent as text with a ``::json`` cast.
+
+Why one module of this size: every statement of the store protocol for PostgreSQL, and
+the guards they share, in one place; the connection plumbing is in ``pg.py``, the bus in
+``postgres_bus.py``, the statements common to both SQL stores in ``_sql.py``.
 """
 
 from __future__ import annotations

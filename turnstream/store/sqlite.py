@@ -13,6 +13,10 @@ waits for the thread, so a transaction always commits or rolls back as a whole.
 
 Writes run in ``BEGIN IMMEDIATE`` transactions, which take SQLite's write lock up front;
 with ``busy_timeout`` that serialises writers across processes sharing the file as well.
+
+Why one module of this size: every statement of the store protocol for SQLite, with the
+one connection they share, in one place; the statements common to both SQL stores are in
+``_sql.py``.
 """
 
 from __future__ import annotations
