@@ -140,6 +140,8 @@ SETTINGS: tuple[Setting, ...] = (
             "gets 503", float),
     Setting("key_file", "TURNSTREAM_KEY_FILE", "where serve keeps the login key (default: beside the SQLite "
             "file, else under ~/.config/turnstream/)", _path),
+    Setting("header_timeout", "TURNSTREAM_HEADER_TIMEOUT", "seconds a request may take to send its headers "
+            "before the connection is closed", float),
     Setting("log_level", "TURNSTREAM_LOG_LEVEL", "DEBUG also logs provider requests (keys redacted)",
             _choice("debug", "info", "warning", "error")),
     Setting("log_format", "TURNSTREAM_LOG_FORMAT", "json (one object per line) or text",
@@ -174,6 +176,7 @@ class Settings:
     admit_max_lag: float = 0.010
     admit_max_wait: float = 60.0
     key_file: Path | None = None
+    header_timeout: float = 10.0
     log_level: str = "info"
     log_format: str = "json"
     gc: str = "tuned"

@@ -46,13 +46,31 @@ class Server:
     db: str
     log: Path
     output: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    """API keys of this server's users (the login key, and those ``add_user`` made): none may
+    ever appear in its log, which ``stop`` checks."""
 
     def client(self, key: str | None = None, **kw: Any) -> httpx.Client:
         k = self.key if key is None else key
         headers = {"Authorization": f"Bearer {k}"} if k else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=httpx.Timeout(30.0), **kw)
 
+    def add_user(self, name: str, workdir: Path) -> str:
+        """A new user of this server's database; returns its key (and watches for it in the log)."""
+        key = add_user(self.db, name, workdir)
+        self.keys.append(key)
+        return key
+
     def stop(self) -> int:
+        """Stop the server; fails if one of its users' keys is anywhere in its log."""
+        try:
+            return self._stop()
+        finally:
+            log = self.log_text()
+            leaked = [k[:6] + "…" for k in [self.key, *self.keys] if k and k in log]
+            assert not leaked, f"API keys in the server's log: {leaked}"
+
+    def _stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -123,7 +141,7 @@ def start_server(workdir: Path, *, db: str | None = None, model: str | None = No
         assert proc.stdout is not None
         proc.stdout.close()
         raise RuntimeError(f"server failed to start ({exc}); log:\n" + log.read_text()) from None
-    return Server(proc, m.group(1), m.group(2), db, log, seen)
+    return Server(proc, m.group(1), m.group(2), db, log, seen, [m.group(2)])
 
 
 def add_user(db: str, name: str, workdir: Path) -> str:

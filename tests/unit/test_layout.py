@@ -4,6 +4,7 @@ unless its docstring says why it is one decision."""
 from __future__ import annotations
 
 import ast
+import itertools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "turnstream"
@@ -64,7 +65,7 @@ def test_no_import_circles() -> None:
         state[m] = 1
         for n in sorted(graph[m]):
             if state.get(n) == 1:
-                circles.append(path[path.index(n):] + [n] if n in path else [m, n])
+                circles.append([*path[path.index(n):], n] if n in path else [m, n])
             elif n not in state:
                 visit(n, [*path, n])
         state[m] = 2
@@ -72,7 +73,8 @@ def test_no_import_circles() -> None:
     for m in sorted(graph):
         if m not in state:
             visit(m, [m])
-    real = [c for c in circles if not all(a.startswith(b + ".") or b.startswith(a + ".") for a, b in zip(c, c[1:]))]
+    real = [c for c in circles
+            if not all(a.startswith(b + ".") or b.startswith(a + ".") for a, b in itertools.pairwise(c))]
     assert real == []
 
 

@@ -24,6 +24,7 @@ from ..errors import TurnstreamError
 from . import routes_chat, routes_sessions, routes_turns, static_routes  # noqa: F401  (routes_* register)
 from .api import API, Call, Reply
 from .errors import http_error_handler, turnstream_error_handler, unexpected_error_handler
+from .hardening import SecurityHeaders
 from .logs import AccessLog
 from .models import Health
 from .state import STATIC_DIR, AppState
@@ -101,7 +102,7 @@ def create_app(state: AppState) -> Starlette:
         Mount("/static", StaticFiles(directory=static, check_dir=False), name="static"),
     ]
     handlers: dict[Any, Any] = {TurnstreamError: turnstream_error_handler, HTTPException: http_error_handler}
-    app = Starlette(routes=routes, middleware=[Middleware(AccessLog), Middleware(Guard)],
+    app = Starlette(routes=routes, middleware=[Middleware(AccessLog), Middleware(SecurityHeaders), Middleware(Guard)],
                     exception_handlers=handlers)
     app.state.turnstream = state
     return app

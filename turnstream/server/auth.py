@@ -1,8 +1,9 @@
 """Who is calling, and what they may see.
 
 HTTP: ``Authorization: Bearer <api key>``. WebSocket (browsers cannot set headers there):
-the key in the query (``?key=<api key>``) or as a subprotocol — offer
-``["turnstream", "turnstream.key.<api key>"]`` and the server selects ``turnstream``.
+the key as a subprotocol — offer ``["turnstream", "turnstream.key.<api key>"]`` and the
+server selects ``turnstream`` — or, for clients that can, the ``Authorization`` header.
+Never in the URL: a query string ends up in access logs and proxies' logs.
 
 Every id a user names is checked against the user: a session of someone else, or a turn of
 another session, is answered exactly as one that does not exist (404), so ids leak nothing.
@@ -63,13 +64,13 @@ def bearer_key(headers: Headers) -> str | None:
     return value.strip() or None
 
 
-def websocket_key(headers: Headers, query_key: str | None) -> tuple[str | None, bool]:
+def websocket_key(headers: Headers) -> tuple[str | None, bool]:
     """The key a WebSocket handshake carries, and whether it came as a subprotocol."""
     offered = [p.strip() for p in headers.get("sec-websocket-protocol", "").split(",") if p.strip()]
     for p in offered:
         if p.startswith(KEY_SUBPROTOCOL):
             return p[len(KEY_SUBPROTOCOL):], True
-    return (query_key or bearer_key(headers)), False
+    return bearer_key(headers), False
 
 
 async def owned_session(store: Store, user: User, session_id: str, *, with_turns: bool = False) -> Session:

@@ -1,5 +1,6 @@
 """Structured logs: one JSON object per line on stderr (``TURNSTREAM_LOG_FORMAT=text`` for
-plain lines), and an access log of every request with its status and duration.
+plain lines), and an access log of every request with its status and duration. Every line
+goes out without API keys or query strings (``hardening.Redacting``).
 
 ``TURNSTREAM_LOG_LEVEL=DEBUG`` also logs the providers' requests, with keys redacted by
 the providers themselves (``providers/http.py``).
@@ -14,6 +15,8 @@ from typing import Any
 
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .hardening import Redacting
 
 access = logging.getLogger("turnstream.access")
 
@@ -43,8 +46,8 @@ class _DenialNoise(logging.Filter):
 
 def setup(level: str = "INFO", fmt: str = "json") -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else
-                         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(Redacting(JsonFormatter() if fmt == "json" else
+                                   logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..bus import Bus
-from ..errors import UsageError
+from ..errors import StoreError, UsageError
 from ..lifecycle import close_out_stored
 from ..settings import SERVER_DEMO, Settings
 from ..store import Store, open_bus, open_store
 from ..transcript import INTERRUPTED_RESULT
 from . import logs
+from .hardening import header_deadline_protocol
 from .state import AppState
 
 GC_GEN0 = 20_000
@@ -65,7 +66,7 @@ async def login_key(store: Store, path: Path, *, persistent: bool) -> tuple[str,
             return key, False
     _, key = await store.create_user("local")
     if persistent:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(key + "\n")
@@ -86,7 +87,17 @@ async def _run(settings: Settings) -> int:
 
     from .app import create_app
 
-    db, model, demo, host, port = settings.db, settings.model, settings.demo, settings.host, settings.port
+    db, model, demo, host = settings.db, settings.model, settings.demo, settings.host
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, settings.port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    real_port = sock.getsockname()[1]
+    settings = replace(settings, port=real_port)  # the WebSocket's own origins need the real port
     store = open_store(db)
     await store.open()
     bus = open_bus(db)
@@ -104,11 +115,6 @@ async def _run(settings: Settings) -> int:
         key, created = await login_key(store, key_file(settings), persistent=db.persistent)
         beat = asyncio.create_task(_heartbeat(store, settings.heartbeat_interval))
 
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(2048)
-        real_port = sock.getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
         if demo:
             print(f"No model configured (--model, or ANTHROPIC_API_KEY / OPENAI_API_KEY): running the demo "
@@ -121,7 +127,8 @@ async def _run(settings: Settings) -> int:
         if settings.gc == "tuned":
             _tune_gc()
         config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=3, ws_ping_interval=20)
+                                timeout_graceful_shutdown=3, ws_ping_interval=20,
+                                http=header_deadline_protocol(settings.header_timeout))
         server = uvicorn.Server(config)
         with _signals_end_serving():
             await server.serve(sockets=[sock])
@@ -214,6 +221,6 @@ def serve(settings: Settings) -> int:
     except UsageError as exc:
         print(f"turnstream serve: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
+    except (StoreError, OSError) as exc:  # the database cannot be opened, the port is taken
         print(f"turnstream serve: {exc}", file=sys.stderr)
         return 1

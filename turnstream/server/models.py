@@ -2,14 +2,17 @@
 
 Strings that reach the database refuse NUL characters and lone surrogates: PostgreSQL
 cannot store the first, no JSON encoder writes the second, and both are easier to refuse
-at the door (with a 422 naming the field) than to fail on deep inside a turn.
+at the door (with a 422 naming the field) than to fail on deep inside a turn. Free-form
+JSON (a client tool's schema, a tool part's output) refuses integers beyond 64 bits for the
+same reason (the JSON encoder and the databases stop there). Booleans are strict: ``"yes"``
+or ``1`` is not ``true``.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from ..blocks import Block, Usage
 
@@ -31,9 +34,15 @@ def _storable(value: str) -> str:
 Text = Annotated[str, AfterValidator(_storable)]
 
 
+_INT_RANGE = (-(2**63), 2**64 - 1)
+
+
 def _storable_json(value: Any) -> Any:
     if isinstance(value, str):
         _storable(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+            raise ValueError("integers must fit in 64 bits")
     elif isinstance(value, dict):
         for k, v in value.items():
             _storable(k)
@@ -56,7 +65,7 @@ class ClientTool(_Body):
     description: Text = Field(default="", max_length=10_000)
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}},
                                          description="JSON Schema (an object schema) of the tool's input.")
-    requires_approval: bool = False
+    requires_approval: StrictBool = False
 
     @field_validator("input_schema")
     @classmethod
@@ -99,8 +108,8 @@ class ToolResultIn(_Body):
     turn_id: str | None = Field(default=None, max_length=200,
                                 description="The waiting turn; the session's waiting turn when absent.")
     content: Text | None = Field(default=None, max_length=10_000_000)
-    is_error: bool = False
-    approved: bool | None = None
+    is_error: StrictBool = False
+    approved: StrictBool | None = None
 
 
 class SessionOut(BaseModel):
@@ -179,7 +188,9 @@ class ChatRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    id: Annotated[str, Field(pattern=ID_PATTERN, description="The chat id; it is the session id.")]
+    id: Annotated[str, Field(pattern=ID_PATTERN, description="The chat id, the caller's own: the session is "
+                                                             "found by (caller, chat id), never by another "
+                                                             "user's id.")]
     messages: list[UIMessageIn] = Field(min_length=1)
     trigger: str | None = None
     messageId: str | None = None

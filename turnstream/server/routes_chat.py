@@ -1,6 +1,9 @@
 """``POST /api/chat``: ``useChat`` (AI SDK 5+) talks to a turnstream session.
 
-The chat ``id`` is the session id (the session is created on first use, for the caller).
+The chat ``id`` is the caller's own name for a session: the session's id is made from the
+caller's user id and the chat id (``chat_session_id``), so two users may both call a chat
+``x`` and neither can reach, or claim first, the other's. The session is created on first
+use; its id comes back as ``messageMetadata.session_id`` for the session routes.
 When the last message is the user's, its text starts a turn. When it is the assistant's,
 its tool parts that carry an answer (``output-available`` / ``output-error``) answer the
 session's waiting turn, which then continues in the same assistant message. Client tools
@@ -11,9 +14,12 @@ are declared in the request body (``client_tools``, e.g. through the transport's
 
 from __future__ import annotations
 
+import hashlib
+
 from starlette.responses import Response
 
 from ..blocks import Session, ToolResultBlock, ToolUseBlock
+from ..errors import AlreadyExists
 from .aisdk import UIMessageStreamEncoder, answer_content, message_text, tool_answers, ui_stream_response
 from .api import API, OVERLOADED, Call, Reply
 from .errors import conflict, invalid_field, not_found
@@ -23,9 +29,15 @@ from .routes_turns import client_tool_specs, start_turn, submit
 from .state import AppState
 
 
+def chat_session_id(user_id: str, chat_id: str) -> str:
+    """The session a user's chat id names: the same for the same user, unrelated for another."""
+    return "chat_" + hashlib.sha256(f"{user_id}\x00{chat_id}".encode()).hexdigest()[:32]
+
+
 async def _chat_session(call: Call, body: ChatRequest) -> Session:
     state, store = call.state, call.state.store
-    session = await store.get_session(body.id)
+    sid = chat_session_id(call.user.id, body.id)
+    session = await store.get_session(sid)
     if session is None:
         if body.model:
             problem = state.check_model(body.model)
@@ -33,10 +45,10 @@ async def _chat_session(call: Call, body: ChatRequest) -> Session:
                 raise invalid_field(["body", "model"], problem)
         title = next((message_text(m) for m in body.messages if m.role == "user"), "")[:80]
         try:
-            session = await store.create_session(call.user.id, session_id=body.id, title=title,
+            session = await store.create_session(call.user.id, session_id=sid, title=title,
                                                  model=body.model or state.settings.model, toolset=body.toolset)
-        except ValueError:  # created by a concurrent request
-            session = await store.get_session(body.id)
+        except AlreadyExists:  # created by a concurrent request
+            session = await store.get_session(sid)
     if session is None or session.user_id != call.user.id:
         raise not_found(f"chat {body.id}")
     return session

@@ -1,12 +1,19 @@
 """WebSocket ``/ws/sessions/{id}``: every open tab of a session sees its turns live and its
 notebook change.
 
-Handshake: the ``Origin`` must be the server's own or one of the allowed origins
-(``TURNSTREAM_ALLOWED_ORIGINS``, comma-separated; a client that sends no ``Origin`` is not
-a browser and passes), and the API key must be valid and own the session. The key comes as
-the subprotocol ``turnstream.key.<key>`` (offer it with ``turnstream``, which the server
-selects), as ``?key=<key>``, or as an ``Authorization`` header. A refused handshake is
-answered with HTTP 403 (origin), 401 (key) or 404 (session), before any upgrade.
+Handshake: the ``Origin`` must be one of the server's own or of the allowed origins
+(``TURNSTREAM_ALLOWED_ORIGINS``), and the API key must be valid and own the session. The
+key comes as the subprotocol ``turnstream.key.<key>`` (offer it with ``turnstream``, which
+the server selects) or as an ``Authorization`` header, never in the URL. A refused
+handshake is answered with HTTP 403 (origin), 401 (key) or 404 (session), before any
+upgrade.
+
+The server's own origins are judged without trusting the request's ``Host`` (a DNS
+rebinding page controls both ``Host`` and ``Origin``): an ``Origin`` whose host is an IP
+address or ``localhost`` and whose port is the server's passes, since no DNS name is
+involved; any name (``chat.example.com``, a proxy in front) must be listed in
+``TURNSTREAM_ALLOWED_ORIGINS``. A client that sends no ``Origin`` is not a browser (no page
+can open a WebSocket without one) and passes; it still needs a key.
 
 Messages, server to client (JSON text frames):
 
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 from typing import Any
 from urllib.parse import urlsplit
@@ -40,13 +48,27 @@ from .state import AppState
 log = logging.getLogger("turnstream.server.ws")
 
 
-def origin_allowed(origin: str | None, host: str | None, allowed: tuple[str, ...]) -> bool:
+def origin_allowed(origin: str | None, port: int, allowed: tuple[str, ...]) -> bool:
+    """Whether a WebSocket handshake from ``origin`` may proceed (see the module doc)."""
     if not origin:
         return True
-    if origin in allowed or "*" in allowed:
+    if origin.rstrip("/") in allowed or "*" in allowed:
         return True
-    parts = urlsplit(origin)
-    return bool(host) and parts.netloc.lower() == (host or "").lower() and parts.scheme in ("http", "https")
+    try:
+        parts = urlsplit(origin)
+        origin_port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        return False
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("http", "https") or origin_port != port or not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False  # a DNS name: only when configured
+    return True
 
 
 def event_message(env: Envelope) -> bytes:
@@ -65,13 +87,14 @@ async def _refuse(ws: WebSocket, status: int, code: str, message: str) -> None:
 async def session_socket(ws: WebSocket) -> None:
     state: AppState = ws.app.state.turnstream
     session_id = str(ws.path_params["session_id"])
-    if not origin_allowed(ws.headers.get("origin"), ws.headers.get("host"), state.settings.allowed_origins):
+    if not origin_allowed(ws.headers.get("origin"), state.settings.port, state.settings.allowed_origins):
         await _refuse(ws, 403, "forbidden_origin", f"origin {ws.headers.get('origin')} is not allowed")
         return
-    key, by_protocol = websocket_key(ws.headers, ws.query_params.get("key"))
+    key, by_protocol = websocket_key(ws.headers)
     user = await state.auth.user(key)
     if user is None:
-        await _refuse(ws, 401, "unauthorized", "a valid API key is required (subprotocol, ?key= or header)")
+        await _refuse(ws, 401, "unauthorized",
+                      "a valid API key is required (the turnstream.key.<key> subprotocol, or an Authorization header)")
         return
     try:
         await owned_session(state.store, user, session_id)

@@ -45,11 +45,13 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, cast
 
+import asyncpg
 import orjson
 from asyncpg.exceptions import ForeignKeyViolationError, UniqueViolationError
 
 from ..blocks import BLOCKS_ADAPTER, Block, Session, Turn, TurnStatus, TurnStopReason, Usage
 from ..errors import AlreadyExists, InvalidValue, NotFound, SeqConflictError, StoreError, TurnConflictError
+from ..settings import DatabaseURL
 from ._sql import (
     SCHEMA_MIGRATIONS,
     SESSION_COLS,
@@ -130,6 +132,10 @@ class PostgresStore:
             async with pool.connection() as conn:
                 await self._migrate(conn)
                 await self._beat(conn)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            await pool.aclose()
+            raise StoreError(f"cannot open the PostgreSQL database {DatabaseURL.parse(self.url)}: "
+                             f"{type(exc).__name__}: {exc}") from exc
         except BaseException:
             await pool.aclose()
             raise

@@ -22,6 +22,7 @@ one connection they share, in one place; the statements common to both SQL store
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 import time
@@ -144,7 +145,12 @@ class SQLiteStore:
         if self._conn is not None:
             return
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="turnstream-sqlite")
-        self._conn = await self._in_thread(self._connect)
+        try:
+            self._conn = await self._in_thread(self._connect)
+        except (OSError, sqlite3.Error) as exc:
+            self._thread.shutdown(wait=False)
+            self._thread = None
+            raise StoreError(f"cannot open the SQLite database {self.path}: {exc}") from exc
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in the worker thread. A call once sent is awaited to its end even
@@ -156,6 +162,11 @@ class SQLiteStore:
     def _connect(self) -> sqlite3.Connection:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            # A new database is readable by its owner only (it holds every user's
+            # conversations and key hashes); SQLite gives its -wal and -shm files the
+            # database's mode.
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA busy_timeout = 5000")

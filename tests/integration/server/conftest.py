@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.server import SCENARIOS, Server, add_user, scenario, server_errors, start_server
+from tests.support.server import SCENARIOS, Server, scenario, server_errors, start_server
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def server(workdir: Path, models: dict[str, str]) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def other_key(server: Server, workdir: Path) -> str:
     """The API key of a second user of the same server."""
-    return add_user(server.db, "bob", workdir)
+    return server.add_user("bob", workdir)
 
 
 @pytest.fixture

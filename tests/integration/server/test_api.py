@@ -79,17 +79,21 @@ def test_another_users_ids_are_404(server: Server, other_key: str) -> None:
                   ("POST", f"/api/sessions/{sid}/turns", {"message": "hi"}),
                   ("GET", f"/api/sessions/{sid}/turns/{tid}/events", None),
                   ("POST", f"/api/sessions/{sid}/turns/{tid}/cancel", None),
-                  ("POST", f"/api/sessions/{sid}/tool-results", {"tool_use_id": "toolu_x"}),
-                  ("POST", "/api/chat", {"id": sid, "messages": [{"role": "user", "parts": [
-                      {"type": "text", "text": "hi"}]}]})]
+                  ("POST", f"/api/sessions/{sid}/tool-results", {"tool_use_id": "toolu_x"})]
         for method, path, body in checks:
             r = c.request(method, path, json=body)
             assert r.status_code == 404, (method, path, r.text)
+        # A chat id is the caller's own name: Bob naming Alice's session gets a chat of his own,
+        # and Alice's session is not touched (tests/integration/security has the full case).
+        r = c.post("/api/chat", json={"id": sid, "messages": [{"role": "user", "parts": [
+            {"type": "text", "text": "hi"}]}]})
+        assert r.status_code == 200 and f'"session_id":"{sid}"' not in r.text
         # Bob's own session: Alice's turn id under it is still not found.
         bob_sid = new_session(c)
         assert c.get(f"/api/sessions/{bob_sid}/turns/{tid}/events").status_code == 404
     with server.client() as owner:
-        assert owner.get(f"/api/sessions/{sid}").status_code == 200
+        mine = owner.get(f"/api/sessions/{sid}")
+        assert mine.status_code == 200 and [t["input"] for t in mine.json()["turns"]] == ["mine"]
 
 
 @pytest.mark.parametrize(("content", "field"), [

@@ -41,8 +41,9 @@ def test_text_stream_shape(server: Server) -> None:
         text = "".join(ch["delta"] for ch in chunks if isinstance(ch, dict) and ch["type"] == "text-delta")
         assert text == "You said: hi"
         assert chunks[-2]["messageMetadata"]["status"] == "complete"
-        # The chat id is the session id, owned by the caller.
-        session = c.get(f"/api/sessions/{cid}").json()
+        # The chat id names a session of the caller's, given in the metadata.
+        sid = chunks[0]["messageMetadata"]["session_id"]
+        session = c.get(f"/api/sessions/{sid}").json()
         assert session["turns"][0]["input"] == "hi"
 
 
@@ -57,7 +58,7 @@ def test_client_tool_round_trip_in_message_parts(server: Server, models: dict[st
         assert avail["toolName"] == "get_location"
         assert not any(isinstance(ch, dict) and ch["type"].startswith("tool-output") for ch in chunks)
         assert chunks[-2]["messageMetadata"]["status"] == "awaiting_client"
-        mid = chunks[0]["messageId"]
+        mid, sid = chunks[0]["messageId"], chunks[0]["messageMetadata"]["session_id"]
         assistant = {"id": mid, "role": "assistant", "parts": [
             {"type": "step-start"},
             {"type": "tool-get_location", "toolCallId": avail["toolCallId"], "state": "output-available",
@@ -67,7 +68,7 @@ def test_client_tool_round_trip_in_message_parts(server: Server, models: dict[st
         assert r.status_code == 409
         r, chunks = _chat(c, {**body, "messages": [user, assistant]})
         assert r.status_code == 200
-        assert chunks[0] == {"type": "start", "messageId": mid, "messageMetadata": {"session_id": cid}}
+        assert chunks[0] == {"type": "start", "messageId": mid, "messageMetadata": {"session_id": sid}}
         text = "".join(ch["delta"] for ch in chunks if isinstance(ch, dict) and ch["type"] == "text-delta")
         assert text.startswith("You are in {") and '"Lyon"' in text
         # The same answer again finds nothing waiting.
@@ -91,7 +92,12 @@ def test_chat_errors(server: Server, other_key: str) -> None:
         assert r.status_code == 422
         r = c.post("/api/chat", content=b"{")
         assert r.status_code == 422
-        _chat(c, {"id": cid, "messages": [_user("mine")]})
+        _, chunks = _chat(c, {"id": cid, "messages": [_user("mine")]})
+        mine = chunks[0]["messageMetadata"]["session_id"]
     with server.client(other_key) as other:
-        r = other.post("/api/chat", json={"id": cid, "messages": [_user("theirs")]})
-        assert r.status_code == 404
+        # The same chat id is another user's own chat: it neither reaches nor claims the first.
+        r, chunks = _chat(other, {"id": cid, "messages": [_user("theirs")]})
+        assert r.status_code == 200 and chunks[0]["messageMetadata"]["session_id"] != mine
+        assert other.get(f"/api/sessions/{mine}").status_code == 404
+    with server.client() as c:
+        assert [t["input"] for t in c.get(f"/api/sessions/{mine}").json()["turns"]] == ["mine"]

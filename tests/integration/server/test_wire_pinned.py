@@ -124,7 +124,9 @@ def record(server: Server, models: dict[str, str]) -> dict[str, bytes]:
             assert r.status_code == 200
             cont = _read_sse(r)
         out["aisdk.txt"] = first + b"\n--- the next request, with the client tool's output ---\n" + cont
-        ids |= {chat_id: b"CHAT", chat_turn: b"CHATTURN"}
+        start = json.loads(first.split(b"\n", 1)[0].removeprefix(b"data: "))
+        chat_session = start["messageMetadata"]["session_id"]  # the session the caller's chat id names
+        ids |= {chat_session: b"CHAT", chat_id: b"CHAT", chat_turn: b"CHATTURN"}
     for name, data in out.items():
         for real, placeholder in ids.items():
             data = data.replace(real.encode(), placeholder)

@@ -64,11 +64,17 @@ def test_every_tab_sees_turn_events_and_notebook_changes(server: Server, models:
             assert json.loads(a.recv(timeout=10)) == {"type": "pong"}
 
 
-def test_key_in_query_works(server: Server) -> None:
+def test_a_key_in_the_url_is_refused_and_never_logged(server: Server) -> None:
+    """The key travels as a subprotocol or a header: a URL ends up in logs (and proxies' logs)."""
     with server.client() as c:
         sid = new_session(c)
-    with connect(_ws_url(server, sid, f"?key={server.key}"), open_timeout=10) as ws:
+    with pytest.raises(InvalidStatus) as err:
+        connect(_ws_url(server, sid, f"?key={server.key}"), open_timeout=10)
+    assert err.value.response.status_code == 401
+    with connect(_ws_url(server, sid), additional_headers={"Authorization": f"Bearer {server.key}"},
+                 open_timeout=10) as ws:
         assert json.loads(ws.recv(timeout=10))["type"] == "hello"
+    assert server.key not in server.log_text()
 
 
 @pytest.mark.parametrize(("case", "status"), [("no key", 401), ("bad key", 401), ("bad origin", 403),

@@ -1036,16 +1036,11 @@ class Live {
     if (!sid) return;
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
     // Browsers cannot set headers on a WebSocket: the key travels as a subprotocol
-    // ("turnstream.key.<key>", kept out of URLs and logs), or in the query when it holds
-    // characters a subprotocol cannot.
+    // ("turnstream.key.<key>"), never in the URL, which ends up in logs. Keys the server
+    // makes are URL-safe base64, which a subprotocol token can carry.
     const key = api.key || "";
-    let url = `${proto}//${location.host}/ws/sessions/${encodeURIComponent(sid)}`;
-    let protocols = ["turnstream", `turnstream.key.${key}`];
-    if (!/^[A-Za-z0-9_.~-]+$/.test(key)) {
-      url += `?key=${encodeURIComponent(key)}`;
-      protocols = ["turnstream"];
-    }
-    const ws = new WebSocket(url, protocols);
+    const url = `${proto}//${location.host}/ws/sessions/${encodeURIComponent(sid)}`;
+    const ws = new WebSocket(url, ["turnstream", `turnstream.key.${key}`]);
     this.ws = ws;
     setLiveState("connecting");
     ws.addEventListener("open", () => {
