@@ -90,6 +90,12 @@ class Wake:
 
 
 @dataclass(slots=True)
+class EndOfStream:
+    """The server is stopping: a listener ends its stream, telling its client to reconnect
+    (the turn goes on, here until the process stops, then wherever it is taken over)."""
+
+
+@dataclass(slots=True)
 class SessionMessage:
     """A session message that is not a turn event (a notebook change)."""
 
@@ -97,7 +103,7 @@ class SessionMessage:
     data: dict[str, Any]
 
 
-Item = Envelope | Wake | SessionMessage
+Item = Envelope | Wake | SessionMessage | EndOfStream
 ControlHandler = Callable[[str, str], Awaitable[None]]
 """Called with (action, turn_id) for control messages from other processes."""
 
@@ -220,6 +226,12 @@ class Bus:
                 del self._subs[sub._key]
         sub._key = None
 
+    def end_streams(self) -> None:
+        """Tell every listener of this process to end its stream (see ``EndOfStream``)."""
+        for subs in list(self._subs.values()):
+            for sub in list(subs):
+                sub.put(EndOfStream())
+
     def listeners(self, kind: str, key: str) -> int:
         return len(self._subs.get((kind, key), ()))
 
@@ -241,7 +253,7 @@ class Bus:
         self._deliver(msg)
         self._forward_message(msg, fallback)
 
-    def _deliver(self, item: Item) -> None:
+    def _deliver(self, item: Envelope | Wake | SessionMessage) -> None:
         if isinstance(item, Envelope | Wake):
             for sub in self._subs.get(("turn", item.turn_id), ()):
                 sub.put(item)
@@ -274,4 +286,4 @@ class Bus:
         pass
 
 
-__all__ = ["Bus", "Envelope", "SessionMessage", "Subscription", "Wake"]
+__all__ = ["Bus", "EndOfStream", "Envelope", "SessionMessage", "Subscription", "Wake"]

@@ -9,6 +9,7 @@
     │   ├── AlreadyExists          the id asked for is taken (a ValueError)
     │   ├── TurnConflictError      another turn of the session is open
     │   ├── TurnNotWaiting         the turn is not waiting for tool results
+    │   ├── TurnTakenOver          another process owns this running turn now
     │   └── SeqConflictError       another writer took the turn's next ``seq`` or ``n`` first
     ├── RunError                   the run failed, for a reason outside the caller's code
     │   ├── ProviderError          the provider said no, or its stream broke
@@ -23,6 +24,7 @@
     │   │   └── StoreWriteError    storing one of a turn's events failed; ``__cause__`` says why
     │   ├── KernelError            a notebook kernel could not be started
     │   ├── Overloaded             the server could not admit a new turn in time
+    │   ├── ShuttingDown           the server is stopping and takes no new turn
     │   ├── RemoteError            talking to a turnstream server failed (the chat's client)
     │   │   ├── ServerError        the server answered with an error status
     │   │   └── RemoteStreamBroken an event stream from the server was cut off
@@ -113,6 +115,15 @@ class TurnNotWaiting(Refused, LookupError):
         self.status = status
 
 
+class TurnTakenOver(Refused):
+    """A write to a running turn that another runner owns now (it took the turn over,
+    believing this one gone): this runner must stop, and write nothing more."""
+
+    def __init__(self, turn_id: str) -> None:
+        super().__init__(f"turn {turn_id} is run by another process now")
+        self.turn_id = turn_id
+
+
 class SeqConflictError(Refused):
     """Another writer took this turn's next ``seq`` or ``n`` first; re-read and try again."""
 
@@ -190,6 +201,16 @@ class Overloaded(RunError):
         super().__init__(f"the server is at capacity: the turn waited {waited:.0f} s without starting; "
                          f"try again in {retry_after} s")
         self.retry_after = retry_after
+
+
+class ShuttingDown(RunError):
+    """The server is shutting down and takes no new turn; send the message again in a moment
+    (another server process, or this one once restarted, takes it)."""
+
+    retry_after = 1
+
+    def __init__(self) -> None:
+        super().__init__("the server is shutting down; send the message again in a moment")
 
 
 class RemoteError(RunError):
@@ -285,6 +306,7 @@ __all__ = [
     "RunError",
     "SeqConflictError",
     "ServerError",
+    "ShuttingDown",
     "SimulatedFault",
     "StoreError",
     "StoreWriteError",
@@ -294,6 +316,7 @@ __all__ = [
     "TurnCancelled",
     "TurnConflictError",
     "TurnNotWaiting",
+    "TurnTakenOver",
     "TurnstreamError",
     "UnknownCellError",
     "UsageError",

@@ -197,15 +197,21 @@ class ToolRequest(_Event):
     executor: Executor = "client"
     """``client``: the client runs it and posts the result; ``server``: it waits for approval."""
     requires_approval: bool = False
+    note: str | None = None
+    """Why the user is asked, when there is more to say than the tool's need for approval:
+    a call that may already have run before its server stopped. Sent only when set."""
 
     def data(self) -> dict[str, Any]:
-        return {
+        d = {
             "tool_use_id": self.tool_use_id,
             "name": self.tool_name,
             "input": self.input,
             "executor": self.executor,
             "requires_approval": self.requires_approval,
         }
+        if self.note is not None:
+            d["note"] = self.note
+        return d
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> ToolRequest:
@@ -214,7 +220,8 @@ class ToolRequest(_Event):
             raise TypeError(f"input must be an object, not {raw_input!r}")
         return cls(tool_use_id=_str(data["tool_use_id"]), tool_name=_str(data["name"]), input=raw_input,
                    executor=_literal(data["executor"], _EXECUTORS, "executor"),
-                   requires_approval=_bool(data["requires_approval"]), turn_id=turn_id, n=n)
+                   requires_approval=_bool(data["requires_approval"]), note=_opt_str(data.get("note")),
+                   turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)

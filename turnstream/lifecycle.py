@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from .blocks import Block, ToolResultBlock, ToolUseBlock, Turn, TurnStatus, TurnStopReason, Usage
-from .errors import InvalidValue, NotFound, SeqConflictError, StoreWriteError, TurnNotWaiting
+from .errors import InvalidValue, NotFound, SeqConflictError, StoreWriteError, TurnNotWaiting, TurnTakenOver
 from .events import (
     BlockDelta,
     BlockStart,
@@ -39,10 +39,14 @@ from .events import (
 )
 from .store.protocol import Store, StoredEvent
 from .tools.executor import DENIED
+from .transcript import INTERRUPTED_RESULT
 
 log = logging.getLogger("turnstream.lifecycle")
 
 EventSink = Callable[[StreamEvent], None]
+
+NOT_REPEATED = ("Not run again: this call may already have run before the server stopped, and the user "
+                "chose not to repeat it. Check its effect before you rely on it.")
 
 SUBMIT_ATTEMPTS = 5
 """Tries to store an answer when other writers keep taking the turn's next number."""
@@ -111,6 +115,8 @@ class TurnRecorder:
                         step_usage=self.step_usage, pending=pending)
                 else:
                     await self.store.append_event(stored, status, pending=pending)
+            except TurnTakenOver:
+                raise  # not a failure of the store: another process owns the turn now
             except Exception as exc:
                 raise StoreWriteError(f"could not store {ev.name} {self.n} of turn {self.turn_id}: "
                                       f"{type(exc).__name__}: {exc}") from exc
@@ -173,6 +179,17 @@ async def close_out_stored(store: Store, turn_id: str, status: TurnStatus, reaso
     return await recorder.close_out(reason, status, error)
 
 
+async def interrupt_orphans(store: Store, *, stale_after: float | None = None,
+                            on_event: EventSink | None = None) -> list[str]:
+    """End, as ``interrupted``, every running turn whose process is gone (``Store.dead_runners``):
+    the library's way to clean up after a crash (the server takes such turns over instead,
+    ``TurnRunner.take_over``). Returns the ids ended."""
+    ids = await store.adopt_turns(await store.dead_runners(stale_after=stale_after))
+    for tid in ids:
+        await close_out_stored(store, tid, "interrupted", INTERRUPTED_RESULT, on_event=on_event)
+    return ids
+
+
 def completion(turn: Turn, n: int) -> TurnComplete:
     """The ``turn_complete`` that an ended turn's stored state implies, numbered ``n``: for
     a turn that ended without writing one (its process died before the close-out did)."""
@@ -225,7 +242,7 @@ async def submit_tool_result(store: Store, turn_id: str, tool_use_id: str, *, co
         elif approved:
             content = None
         else:
-            content, is_error = DENIED, True
+            content, is_error = (NOT_REPEATED if req.note else DENIED), True
         if content is not None:
             block = ToolResultBlock(seq=len(turn.blocks), step=call.step, tool_use_id=tool_use_id,
                                     content=content, is_error=is_error)
@@ -248,4 +265,4 @@ async def submit_tool_result(store: Store, turn_id: str, tool_use_id: str, *, co
     raise SeqConflictError(f"could not record the result for {tool_use_id}: too many concurrent writers")
 
 
-__all__ = ["EventSink", "TurnRecorder", "close_out_stored", "completion", "submit_tool_result"]
+__all__ = ["EventSink", "TurnRecorder", "close_out_stored", "completion", "interrupt_orphans", "submit_tool_result"]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,14 +34,22 @@ import orjson
 from .aio import shielded
 from .assemble import Assembler
 from .blocks import Block, StopReason, ToolUseBlock, Turn, TurnStatus, TurnStopReason
-from .errors import ProviderError, Refused, StoreWriteError, StreamBrokenError, TurnCancelled, TurnNotWaiting
+from .errors import (
+    ProviderError,
+    Refused,
+    StoreWriteError,
+    StreamBrokenError,
+    TurnCancelled,
+    TurnNotWaiting,
+    TurnTakenOver,
+)
 from .events import BlockDelta, BlockStop, ErrorEvent, StepRestart, StepStart, ToolApproval, ToolRequest, TurnStart
 from .lifecycle import EventSink, TurnRecorder
 from .limits import Limits
 from .providers.base import ModelRequest, Provider, ToolSpec
 from .retry import stream_with_retries
-from .store.protocol import Store, StoredEvent
-from .tools.executor import Approver, Outcome, ToolExecutor
+from .store.protocol import Store, StoredEvent, ToolCallRecord, ToolCallStart
+from .tools.executor import Approver, Outcome, ToolExecutor, idempotency_key
 from .tools.tool import Tool
 from .transcript import build
 
@@ -57,8 +65,12 @@ STREAM_FAILED = "Not run: the response stream failed before this call was final 
 CANCELLED = "Not run: the turn was cancelled before this call finished."
 STORE_FAILED = ("No result: the turn could not be stored ({reason}), so it ended here. "
                 "The call may have run.")
-STORE_RETRIES = 12
-"""Attempts to record a turn ``failed`` after a store write failed (about 8 s in all)."""
+STORE_RETRY_MAX = 2.0
+"""Longest wait, in seconds, between attempts to end a turn whose writes fail (disk full,
+database gone): the turn is held, and ended as soon as the store takes writes again."""
+MAY_HAVE_RUN = ("This call may already have run: the server running the turn stopped while it ran. "
+                "Approve to run it again, deny to go on without it.")
+RESTARTED = "the process running the turn stopped; this step is requested again"
 
 
 @dataclass(slots=True)
@@ -96,6 +108,10 @@ class TurnRunner:
         self._final_step = False
         self._max_tokens = config.limits.max_tokens
         self._current: Assembler | None = None
+        self._abandon = False
+        self.taken_over = False
+        """Another process took this turn over while this runner drove it: it wrote nothing
+        more, and nobody here may end the turn."""
 
     @property
     def turn_id(self) -> str:
@@ -138,14 +154,14 @@ class TurnRunner:
         if self.on_event is not None:
             self.on_event(start)
 
-        async def setup() -> set[str] | None:
+        async def prelude(executor: ToolExecutor) -> bool:
             turns = history
             if turns is None:
                 turns = [t for t in await self.store.list_turns(session_id) if t.id != turn.id]
             self._history = [(t.input, t.blocks) for t in turns]
-            return None
+            return False
 
-        return await self._drive(setup)
+        return await self._drive(prelude)
 
     async def resume(self, turn_id: str) -> Turn:
         """Continue a turn whose pending tool results have all arrived (see
@@ -159,21 +175,59 @@ class TurnRunner:
             raise TurnNotWaiting(turn_id, turn.status if turn else "deleted")
         self._turn_id = turn_id
 
-        async def setup() -> set[str] | None:
-            rec = await self._load()
-            self._step = max((b.step for b in rec.blocks), default=0)
-            self._add_client_tools(await self.store.client_tools(turn_id))
-            self._history = [(t.input, t.blocks) for t in await self.store.list_turns(rec.session_id)
-                             if t.id != turn_id]
+        async def prelude(executor: ToolExecutor) -> bool:
+            rec = await self._load_context()
+            self._step = rec.steps
             approved: set[str] = set()
             for stored in await self.store.events_after(turn_id, 0):
                 if stored.name == ToolApproval.name:
                     ev = stored.event()
                     if isinstance(ev, ToolApproval) and ev.approved:
                         approved.add(ev.tool_use_id)
-            return approved
+            await self._run_pending(executor, approved)
+            return False
 
-        return await self._drive(setup)
+        return await self._drive(prelude)
+
+    async def take_over(self, turn_id: str) -> Turn:
+        """Continue a running turn whose runner died, from what the store holds (the store
+        of this runner has adopted it: ``Store.adopt_turns``).
+
+        Where the turn stood decides what happens. The last step's calls all answered: the
+        loop goes on with the next step. Calls of the last step that had started (the
+        tool-effect ledger says so) and not ended: an idempotent tool runs again, with the
+        same idempotency key; any other waits for the user's approval, the request saying
+        that the call may already have run. Calls that never started are decided afresh.
+        Anything else (a step that was streaming, whose end is unknown) is requested again,
+        announced with ``step_restart`` as a broken stream is."""
+        self._task = asyncio.current_task()
+        if self._cancel_requested:
+            raise TurnCancelled("the turn was cancelled before it was taken over")
+        self._turn_id = turn_id
+
+        async def prelude(executor: ToolExecutor) -> bool:
+            rec = await self._load_context()
+            last = rec.steps
+            self._step = last
+            unanswered = rec.unanswered()
+            started = {c.tool_use_id: c for c in await self.store.tool_calls(turn_id)}
+            if unanswered and any(c.tool_use_id in started for c in unanswered):
+                return await self._resume_calls(executor, unanswered, started)
+            last_calls = [b for b in rec.blocks if isinstance(b, ToolUseBlock) and b.step == last]
+            if last and (unanswered or not last_calls):
+                await self.store.discard_step(turn_id, last)
+                rec.blocks = [b for b in rec.blocks if b.step != last]
+                self._step = last - 1
+                await rec.emit(StepRestart(step=last, reason=RESTARTED))
+            return False
+
+        return await self._drive(prelude)
+
+    def abandon(self) -> None:
+        """Stop driving the turn without ending it (a server shutting down gracefully): the
+        turn stays ``running`` for another process, or the next start, to take over."""
+        self._abandon = True
+        self.cancel()
 
     def cancel(self) -> None:
         """Stop the stream and the tools; the turn ends ``cancelled`` with a valid transcript.
@@ -181,6 +235,14 @@ class TurnRunner:
         self._cancel_requested = True
         if self._task is not None and not self._task.done():
             self._task.cancel()
+
+    async def _load_context(self) -> TurnRecorder:
+        """Load a turn this runner continues: its blocks, client tools and earlier turns."""
+        rec = await self._load()
+        self._add_client_tools(await self.store.client_tools(rec.turn_id))
+        self._history = [(t.input, t.blocks) for t in await self.store.list_turns(rec.session_id)
+                         if t.id != rec.turn_id]
+        return rec
 
     async def _load(self) -> TurnRecorder:
         """The recorder of a turn this runner continues, loaded from the store once."""
@@ -199,13 +261,14 @@ class TurnRunner:
 
     # -- the loop --------------------------------------------------------------------------
 
-    async def _drive(self, setup: Callable[[], Awaitable[set[str] | None]]) -> Turn:
+    async def _drive(self, prelude: Callable[[ToolExecutor], Awaitable[bool]]) -> Turn:
+        """Run the loop after ``prelude`` (which loads what the turn needs, and may run the
+        calls it resumes; True when the turn then waits for the client)."""
         executor = ToolExecutor(self._tools, max_result_chars=self.config.limits.max_result_chars,
-                                approver=self.config.approver, deps=self.config.deps)
+                                approver=self.config.approver, deps=self.config.deps, on_start=self._record_starts)
         try:
-            approved = await setup()
-            if approved is not None:
-                await self._run_pending(executor, approved)
+            if await prelude(executor):
+                return await self._finish("awaiting_client", "awaiting_client")
             while True:
                 self._step += 1
                 asm = await self._stream_step()
@@ -229,6 +292,9 @@ class TurnRunner:
                     return await self._finish("awaiting_client", "awaiting_client")
         except asyncio.CancelledError:
             ours = self._cancel_requested
+            if self._abandon:
+                log.info("turn %s: left running for another process to take over", self._turn_id)
+                raise
             if ours:
                 task = asyncio.current_task()
                 if task is not None:
@@ -237,6 +303,10 @@ class TurnRunner:
             if not ours:
                 raise
             return turn
+        except TurnTakenOver:
+            self.taken_over = True
+            log.warning("turn %s: another process took it over; this one stops", self._turn_id)
+            raise
         except ProviderError as exc:
             reason = f"{type(exc).__name__}: {exc}"
             log.warning("turn %s failed: %s", self._turn_id, reason)
@@ -339,6 +409,32 @@ class TurnRunner:
                 outcomes.append(Outcome(c, "result", REPEATED.format(name=c.name, k=limit), True))
                 continue
             outcomes.append(await executor.decide(c))
+        return await self._settle(executor, outcomes)
+
+    async def _resume_calls(self, executor: ToolExecutor, calls: list[ToolUseBlock],
+                            started: dict[str, ToolCallRecord]) -> bool:
+        """The unanswered calls of a step taken over (see ``take_over``); True when some
+        wait for the client."""
+        outcomes: list[Outcome] = []
+        asks: set[str] = set()
+        for c in calls:
+            tool = self._tools.get(c.name)
+            if c.tool_use_id not in started:
+                outcomes.append(await executor.decide(c))  # it never started: decided as at the step's end
+            elif tool is None:
+                outcomes.append(Outcome(c, "result", f"Unknown tool '{c.name}'.", True))
+            elif tool.idempotent:
+                log.info("turn %s: %s (%s) runs again after a restart", self._turn_id, c.name, c.tool_use_id)
+                outcomes.append(Outcome(c, "result", tool=tool))
+            else:
+                asks.add(c.tool_use_id)
+                outcomes.append(Outcome(c, "approval", tool=tool))
+        return await self._settle(executor, outcomes, asks)
+
+    async def _settle(self, executor: ToolExecutor, outcomes: list[Outcome], asks: Collection[str] = ()) -> bool:
+        """Run the outcomes that run, store every result, and ask the client for the rest
+        (``asks``: approvals of calls that may already have run). True when some wait."""
+        rec = self._r
         await executor.run(outcomes, session_id=rec.session_id, turn_id=self._turn_id)
         for o in outcomes:
             if o.kind == "result":
@@ -347,10 +443,22 @@ class TurnRunner:
         for i, o in enumerate(pending):
             tool = o.tool
             assert tool is not None
+            again = o.call.tool_use_id in asks
             await rec.emit(ToolRequest(tool_use_id=o.call.tool_use_id, tool_name=o.call.name, input=o.call.input,
-                                       executor=tool.executor, requires_approval=tool.requires_approval),
+                                       executor=tool.executor, requires_approval=tool.requires_approval or again,
+                                       note=MAY_HAVE_RUN if again else None),
                            status="awaiting_client" if i == len(pending) - 1 else None)
         return bool(pending)
+
+    async def _record_starts(self, outcomes: list[Outcome]) -> None:
+        """The tool-effect ledger: these calls are about to run (the executor's ``on_start``)."""
+        starts = [ToolCallStart(o.call.tool_use_id, o.call.name, idempotency_key(self._turn_id, o.call.tool_use_id))
+                  for o in outcomes]
+        try:
+            await self.store.start_tool_calls(self._turn_id, starts)
+        except Exception as exc:
+            raise StoreWriteError(f"could not record the start of tool calls of turn {self._turn_id}: "
+                                  f"{type(exc).__name__}: {exc}") from exc
 
     async def _run_pending(self, executor: ToolExecutor, approved: set[str]) -> None:
         """After a pause: run the approved calls of the last step (all others are answered)."""
@@ -368,37 +476,60 @@ class TurnRunner:
             await rec.add_result(o.call, o.content, o.is_error)
 
     async def _store_failed(self, exc: StoreWriteError) -> Turn:
-        """A write failed (the database went away: a restart, a lost connection). End the turn
-        ``failed`` from what the store holds, once it answers again; what was streaming and
-        not stored is dropped, calls without a stored result get an error result. Bounded:
-        if the store keeps failing the error is raised, and the turn, still ``running`` in
-        the store, is interrupted by the next start's ``recover()``."""
+        """A write failed (disk full, the database gone or restarting). The turn is held:
+        its listeners are told at once (a live ``error`` event, not stored: the store is
+        what fails), and the turn is ended ``failed`` from what the store holds as soon as
+        the store takes writes again (what was streaming and not stored is dropped, calls
+        without a stored result get an error result). A cancel while it waits makes it end
+        ``cancelled`` instead; the wait ends only when the turn has ended, or is gone."""
         cause = exc.__cause__ or exc
         reason = f"{type(cause).__name__}: {cause}".strip()
         err = ErrorEvent(code="store_error", message=f"the turn could not be stored: {reason}", retryable=True)
         self._current = None
+        rec = self._r
+        if self.on_event is not None:
+            rec.n += 1
+            self.on_event(ErrorEvent(code="store_unavailable", retryable=True, turn_id=self._turn_id, n=rec.n,
+                                     message="the database does not take writes now; this turn is held and "
+                                             "ends as soon as it does"))
+        status: TurnStatus = "failed"
         delay = 0.05
-        for attempt in range(STORE_RETRIES):
+        while True:
             try:
                 turn = await self.store.get_turn(self._turn_id)
-                if turn is not None and turn.status != "running":  # its end was stored after all
-                    self._r.turn = turn
+                if turn is None:
+                    raise exc  # the turn is gone (its session was deleted meanwhile)
+                if turn.status != "running":  # its end was stored after all
+                    rec.turn = turn
                     return turn
-                if turn is not None:
-                    rec = self._r
-                    rec.blocks = list(turn.blocks)  # a block whose write failed may be missing
-                    rec.n = max(rec.n, await self.store.last_event_n(self._turn_id))
-                    return await self._close_out(STORE_FAILED.format(reason=reason), "failed", err)
-            except Exception as again:
-                if attempt == STORE_RETRIES - 1:
-                    raise exc  # noqa: B904 - the first failure is the one to report; this one is its context
+                rec.blocks = list(turn.blocks)  # a block whose write failed may be missing
+                rec.n = max(rec.n, await self.store.last_event_n(self._turn_id))
+                if status == "cancelled":
+                    return await rec.close_out(CANCELLED, "cancelled", None, steps=self._step)
+                return await rec.close_out(STORE_FAILED.format(reason=reason), "failed", err, steps=self._step)
+            except asyncio.CancelledError:
+                if not self._cancel_requested or self._abandon:
+                    raise
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                status = "cancelled"
+                continue
+            except TurnTakenOver:
+                raise
+            except Exception as again:  # the store still fails (a driver error, a closed pool)
                 log.info("turn %s: the store still fails (%s: %s); retrying", self._turn_id,
                          type(again).__name__, again)
+            try:
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                continue
-            raise exc  # the turn is gone (its session was deleted meanwhile)
-        raise AssertionError("unreachable")
+            except asyncio.CancelledError:
+                if not self._cancel_requested or self._abandon:
+                    raise
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                status = "cancelled"
+            delay = min(delay * 2, STORE_RETRY_MAX)
 
     async def _close_out(self, reason: str, status: TurnStatus, err: ErrorEvent | None) -> Turn:
         """End a turn that did not finish normally, keeping a valid transcript: the blocks

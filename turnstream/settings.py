@@ -150,6 +150,10 @@ SETTINGS: tuple[Setting, ...] = (
             _choice("tuned", "default")),
     Setting("loop", "TURNSTREAM_LOOP", "the event loop: uvloop when installed, or asyncio",
             _choice("uvloop", "asyncio")),
+    Setting("takeover", "TURNSTREAM_TAKEOVER", "what becomes of a running turn whose process died: continue "
+            "(taken over where it stood) or interrupt (ended)", _choice("continue", "interrupt")),
+    Setting("shutdown_grace", "TURNSTREAM_SHUTDOWN_GRACE", "seconds a stopping server (SIGTERM) lets running "
+            "turns finish before leaving them to another process", float),
     Setting("home", "TURNSTREAM_HOME", "where the terminal chat keeps its history (default: "
             "$XDG_DATA_HOME/turnstream)", _path, None, ("chat",)),
     Setting("root", "TURNSTREAM_ROOT", "the folder the chat's file tools may read", _path, "--root", ("chat",)),
@@ -181,6 +185,8 @@ class Settings:
     log_format: str = "json"
     gc: str = "tuned"
     loop: str = "uvloop"
+    takeover: str = "continue"
+    shutdown_grace: float = 30.0
     home: Path | None = None
     root: Path = Path(".")
     server: str | None = None
@@ -194,7 +200,10 @@ class Settings:
     heartbeat_interval: float = 10.0
     """Seconds between this process's heartbeats in a shared database."""
     stale_after: float = 45.0
-    """With a shared database: a running turn whose process has not beaten for this long is recovered."""
+    """A process that has not beaten for this long counts as gone, though it holds its
+    liveness lock (hung): its turns are taken over."""
+    sweep_interval: float = 1.0
+    """Seconds between looks for turns whose process died."""
     static_dir: Path | None = None
     """The web UI's files (the package's ``server/static`` when None)."""
 

@@ -28,8 +28,10 @@ from turnstream.blocks import (
     Turn,
     Usage,
 )
+from turnstream.errors import TurnTakenOver
 from turnstream.store import SeqConflictError, Store, StoredEvent, TurnConflictError
 from turnstream.store.keys import hash_key
+from turnstream.store.protocol import ToolCallStart
 
 from .conftest import Backend
 
@@ -423,6 +425,9 @@ async def test_a_tailing_reader_sees_every_event_once_in_order(store: Store, bac
     async with backend.opened() as w1, backend.opened() as w2, backend.opened() as reader:
         writers = [w1, w2] if backend.shared else [store, store]
         watcher = reader if backend.shared else store
+        for w, t in zip(writers, turns, strict=True):  # each writer owns the turn it writes
+            await store.set_status(t.id, "awaiting_client")
+            assert await w.claim_turn(t.id, "awaiting_client", "running")
         written: dict[str, list[int]] = {t.id: [] for t in turns}
         seen: dict[str, list[int]] = {t.id: [] for t in turns}
         done = asyncio.Event()
@@ -468,7 +473,10 @@ async def test_a_tailing_reader_sees_every_event_once_in_order(store: Store, bac
 
 
 async def test_two_writers_racing_for_one_seq_leave_no_gap(store: Store, backend: Backend) -> None:
+    """Two processes answering the same waiting turn at once (a running turn has one writer:
+    its runner, see the ownership tests below)."""
     t = await new_turn(store)
+    await store.set_status(t.id, "awaiting_client")
     async with backend.opened() as peer:
         rival = peer if backend.shared else store
         for seq in range(10):
@@ -484,49 +492,82 @@ async def test_two_writers_racing_for_one_seq_leave_no_gap(store: Store, backend
     assert [e.n for e in events] == sorted(e.n for e in events)
 
 
-# recovery ------------------------------------------------------------------
-async def test_recover_interrupts_running_turns_and_keeps_awaiting_ones(store: Store) -> None:
+# liveness, ownership and takeover ---------------------------------------------
+async def test_a_live_runner_is_never_dead_and_its_turns_are_not_adopted(store: Store) -> None:
     running = await new_turn(store)
-    waiting = await new_turn(store)
-    await store.set_status(waiting.id, "awaiting_client")
-    done = await new_turn(store)
-    await store.finish_turn(done.id, status="complete", stop_reason="end_turn", usage=Usage(), steps=1)
-    assert await store.recover() == [running.id]
-    assert [(await store.get_turn(t.id) or t).status for t in (running, waiting, done)] == [
-        "interrupted", "awaiting_client", "complete"]
-    assert await store.recover() == []
-    # The next message in that session works.
-    await store.create_turn(running.session_id, "are you there?", model="m")
+    assert await store.dead_runners() == set()
+    assert await store.adopt_turns({"run_someone_else"}) == []
+    assert (await store.get_turn(running.id) or running).status == "running"
 
 
 @pytest.mark.durable
-async def test_recover_across_processes_spares_live_runners(store: Store, backend: Backend) -> None:
+async def test_a_closed_runner_is_dead_at_once_and_its_turns_are_adopted_once(store: Store,
+                                                                             backend: Backend) -> None:
     mine = await new_turn(store)
     async with backend.opened(runner_id="run_peer") as peer:
-        assert peer.runner_id == "run_peer"
         theirs = await new_turn(peer)
         handed_over = await new_turn(peer)
         await peer.set_status(handed_over.id, "awaiting_client")
         assert await store.claim_turn(handed_over.id, "awaiting_client", "running")  # now ours
-        await peer.heartbeat()
-        # The peer is alive: nothing of its is stale; our own turns are never stale to us.
-        assert await store.recover(stale_after=3600) == []
-        assert await peer.recover(stale_after=3600) == []
-    # The peer closed: its running turn is orphaned, ours are not.
-    assert sorted(await store.recover(stale_after=3600)) == [theirs.id]
-    assert (await store.get_turn(mine.id) or mine).status == "running"
-    assert (await store.get_turn(handed_over.id) or mine).status == "running"
+        # The peer is open, so alive (no timeout involved), and this store is never dead to itself.
+        assert await store.dead_runners() == set()
+        assert await peer.dead_runners() == set()
+    # The peer closed its store (as a process that dies does): dead, with no wait.
+    assert await store.dead_runners() == {"run_peer"}
+    async with backend.opened() as third:
+        adopted = await asyncio.gather(store.adopt_turns({"run_peer"}), third.adopt_turns({"run_peer"}))
+        assert sorted(adopted[0] + adopted[1]) == [theirs.id]  # each turn goes to one adopter
+    for t in (mine, theirs, handed_over):
+        assert (await store.get_turn(t.id) or t).status == "running"
 
 
 @pytest.mark.durable
-async def test_recover_treats_a_silent_runner_as_dead(store: Store, backend: Backend) -> None:
+async def test_a_silent_runner_counts_as_dead_only_with_stale_after(store: Store, backend: Backend) -> None:
     async with backend.opened() as peer:
-        theirs = await new_turn(peer)
-        mine = await new_turn(store)
-        assert await store.recover(stale_after=3600) == []
-        # No heartbeat within the last 0 s: the peer counts as gone, this store never does.
-        assert await store.recover(stale_after=0) == [theirs.id]
-        assert (await store.get_turn(mine.id) or mine).status == "running"
+        await new_turn(peer)
+        await new_turn(store)
+        assert await store.dead_runners(stale_after=3600) == set()
+        # A process alive but hung (no heartbeat within 0 s): gone for this store, which never is.
+        assert await store.dead_runners(stale_after=0) == {peer.runner_id}
+
+
+@pytest.mark.durable
+async def test_only_the_owner_writes_a_running_turn(store: Store, backend: Backend) -> None:
+    async with backend.opened() as peer:
+        t = await new_turn(peer)
+        block = text(0)
+        with pytest.raises(TurnTakenOver):
+            await store.append_block(t.id, block, stop(t.id, 2, block))
+        with pytest.raises(TurnTakenOver):
+            await store.append_event(ev(t.id, 2))
+        with pytest.raises(TurnTakenOver):
+            await store.finish_turn(t.id, status="complete", stop_reason="end_turn", usage=Usage(), steps=1,
+                                    event=ev(t.id, 2, "turn_complete"))
+        await peer.aclose()
+        assert await store.adopt_turns(await store.dead_runners()) == [t.id]
+        await store.append_block(t.id, block, stop(t.id, 2, block))  # ours now
+        await peer.open()  # the fixture closes it
+        with pytest.raises(TurnTakenOver):  # and the old owner is refused
+            await peer.append_event(ev(t.id, 3))
+
+
+async def test_the_tool_effect_ledger(store: Store) -> None:
+    t = await new_turn(store)
+    calls = [ToolUseBlock(seq=i, step=1, tool_use_id=f"tu_{i}", name="send", input={}) for i in range(2)]
+    for c in calls:
+        await store.append_block(t.id, c, stop(t.id, c.seq + 2, c))
+    await store.start_tool_calls(t.id, [ToolCallStart("tu_0", "send", "key-0"), ToolCallStart("tu_1", "send", "key-1")])
+    ledger = await store.tool_calls(t.id)
+    assert [(r.tool_use_id, r.state, r.attempts, r.idempotency_key) for r in ledger] == [
+        ("tu_0", "started", 1, "key-0"), ("tu_1", "started", 1, "key-1")]
+    result = ToolResultBlock(seq=2, step=1, tool_use_id="tu_0", content="sent", is_error=True)
+    await store.append_block(t.id, result, stop(t.id, 4, result))  # its result ends the call
+    await store.start_tool_calls(t.id, [ToolCallStart("tu_1", "send", "key-1")])  # a restart runs it again
+    first, second = await store.tool_calls(t.id)
+    assert (first.state, first.is_error, first.duration is not None and first.duration >= 0) == ("finished", True, True)
+    assert (second.state, second.attempts, second.ended_at) == ("started", 2, None)
+    with pytest.raises(KeyError):
+        await store.start_tool_calls("turn_missing", [ToolCallStart("x", "send", "k")])
 
 
 @pytest.mark.durable
@@ -539,7 +580,7 @@ async def test_an_awaiting_turn_survives_a_restart(store: Store, backend: Backen
     before = await store.get_turn(t.id)
     await store.aclose()
     async with backend.opened() as restarted:
-        assert await restarted.recover() == []
+        assert await restarted.dead_runners() == set()  # an awaiting turn has no runner to lose
         assert await restarted.get_turn(t.id) == before
         assert await restarted.client_tools(t.id) == tools
         assert await restarted.last_event_n(t.id) == 3
@@ -559,7 +600,7 @@ async def test_migrations_are_recorded_once_and_reopening_is_harmless(store: Sto
         async with backend.opened():
             pass
     rows = await backend.sql("SELECT version, name FROM schema_migrations ORDER BY version")
-    assert rows == [(1, "initial")]
+    assert rows == [(1, "initial"), (2, "liveness_and_tool_calls")]
     assert await store.get_turn(t.id) is not None
 
 

@@ -194,6 +194,11 @@ async def encode_stream(batches: AsyncIterator[list[Envelope] | None],
         if batch is None:
             yield b": ping\n\n"
             continue
+        if batch[-1].n == 0:  # follow.RECONNECT: the server stops; the stream ends unfinished
+            out = b"".join([frame(c) for env in batch[:-1] for c in encoder.feed(env)])
+            if out:
+                yield out
+            return
         out = b"".join([frame(c) for env in batch for c in encoder.feed(env)])
         if out:
             yield out

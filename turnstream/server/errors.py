@@ -31,6 +31,8 @@ from ..errors import (
     NotFound,
     Overloaded,
     SeqConflictError,
+    ShuttingDown,
+    StoreError,
     TurnConflictError,
     TurnNotWaiting,
     TurnstreamError,
@@ -56,8 +58,12 @@ def as_api_error(exc: TurnstreamError) -> ApiError | None:
         return conflict(str(exc))
     if isinstance(exc, InvalidValue):
         return invalid_field(["body", exc.field], exc.message)
-    if isinstance(exc, Overloaded):
-        return ApiError(503, "overloaded", str(exc), headers={"Retry-After": str(exc.retry_after)})
+    if isinstance(exc, Overloaded | ShuttingDown):
+        code = "overloaded" if isinstance(exc, Overloaded) else "shutting_down"
+        return ApiError(503, code, str(exc), headers={"Retry-After": str(exc.retry_after)})
+    if isinstance(exc, StoreError):  # disk full, the database gone: nothing was stored
+        return ApiError(503, "store_unavailable", f"the database cannot take this now ({exc}); try again shortly",
+                        headers={"Retry-After": "5"})
     return None
 
 

@@ -13,6 +13,8 @@ deltas it missed. A ``Wake`` (an event too large for a notification from another
 a ping tick and the end of a pause all send the client back to the store for what it lacks,
 so a lost notification costs latency, never an event.
 
+A stopping server ends every stream with ``RECONNECT`` (see there).
+
 The stream ends after the first ``turn_complete`` it sends, whatever its status: a turn
 that paused for the client ends a stream; the continuation is followed from that event's
 id. A turn that ended without ``turn_complete`` (interrupted by a crash) gets one made up
@@ -25,11 +27,16 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 
-from ..bus import Bus, Envelope, Item, SessionMessage, Subscription
+from ..bus import Bus, EndOfStream, Envelope, Item, SessionMessage, Subscription
 from ..lifecycle import completion
 from ..store import Store
 
 ENDED = ("complete", "failed", "cancelled", "interrupted")
+
+RECONNECT = Envelope("", "", 0, "reconnect", {"reason": "the server is stopping; follow the turn again from the "
+                                                        "last event id (it goes on elsewhere)"})
+"""The last item of a stream ended by a stopping server (``Bus.end_streams``): not a turn
+event (``n`` is 0, no id), it tells the client to resume with its Last-Event-ID."""
 
 
 class Follower:
@@ -133,6 +140,10 @@ class Follower:
             return
         if isinstance(item, SessionMessage):
             return
+        if isinstance(item, EndOfStream):
+            out.append(RECONNECT)
+            self.finished = True
+            return
         # A ping tick, a Wake, the end of a pause: back to the store for what is missing.
         for env in await self._from_store():
             if self._take(env):
@@ -143,4 +154,4 @@ class Follower:
                 out.append(made_up)
 
 
-__all__ = ["ENDED", "Follower"]
+__all__ = ["ENDED", "RECONNECT", "Follower"]

@@ -27,12 +27,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import uvicorn
+
 from ..bus import Bus
 from ..errors import StoreError, UsageError
-from ..lifecycle import close_out_stored
 from ..settings import SERVER_DEMO, Settings
 from ..store import Store, open_bus, open_store
-from ..transcript import INTERRUPTED_RESULT
 from . import logs
 from .hardening import header_deadline_protocol
 from .state import AppState
@@ -83,8 +83,6 @@ async def _heartbeat(store: Store, every: float) -> None:
 
 
 async def _run(settings: Settings) -> int:
-    import uvicorn
-
     from .app import create_app
 
     db, model, demo, host = settings.db, settings.model, settings.demo, settings.host
@@ -105,13 +103,12 @@ async def _run(settings: Settings) -> int:
     beat: asyncio.Task[None] | None = None
     try:
         await bus.start()
-        recovered = await store.recover(stale_after=settings.stale_after if bus.shared else None)
-        for tid in recovered:  # through the one close-out: dangling calls answered, turn_complete written
-            await close_out_stored(store, tid, "interrupted", INTERRUPTED_RESULT)
-        if recovered:
-            log.info("recovered %d interrupted turn(s)", len(recovered), extra={"turns": recovered})
         state = AppState(settings=settings, store=store, bus=bus, notebooks=_notebooks(store, bus))
         state.provider(model)  # fail now, not on the first message, when the model is unusable
+        taken = await state.turns.sweep()  # turns a dead process left running: continued (or ended) here
+        if taken:
+            log.info("took over %d turn(s) of a stopped process", len(taken), extra={"turns": taken})
+        state.turns.start_sweeping()
         key, created = await login_key(store, key_file(settings), persistent=db.persistent)
         beat = asyncio.create_task(_heartbeat(store, settings.heartbeat_interval))
 
@@ -129,7 +126,7 @@ async def _run(settings: Settings) -> int:
         config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=3, ws_ping_interval=20,
                                 http=header_deadline_protocol(settings.header_timeout))
-        server = uvicorn.Server(config)
+        server = DrainingServer(config, state)
         with _signals_end_serving():
             await server.serve(sockets=[sock])
         return 0
@@ -142,6 +139,24 @@ async def _run(settings: Settings) -> int:
             await state.aclose()
         await bus.aclose()
         await store.aclose()
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, whose shutdown (SIGTERM, SIGINT) first stops taking turns, lets the
+    running ones finish within the grace period, leaves the rest to another process
+    (``TurnManager.drain``), and tells every open stream to reconnect (``Bus.end_streams``),
+    before uvicorn closes the connections."""
+
+    def __init__(self, config: uvicorn.Config, state: AppState) -> None:
+        super().__init__(config)
+        self.state = state
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for listener in self.servers:
+            listener.close()  # no new connection while the turns drain
+        await self.state.turns.drain(self.state.settings.shutdown_grace)
+        self.state.bus.end_streams()
+        await super().shutdown(sockets)
 
 
 def _tune_gc() -> None:

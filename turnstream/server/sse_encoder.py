@@ -26,7 +26,11 @@ HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection":
 
 
 def encode(env: Envelope) -> bytes:
-    """One event as SSE bytes. JSON never holds a raw newline, so ``data`` is one line."""
+    """One event as SSE bytes. JSON never holds a raw newline, so ``data`` is one line. A
+    notice that is not a turn event (``n`` 0: ``follow.RECONNECT``) goes without an id, so
+    the client's Last-Event-ID stays the last real event's."""
+    if env.n == 0:
+        return b"".join((b"event: ", env.name.encode(), b"\ndata: ", env.json, b"\n\n"))
     return b"".join((b"id: ", env.event_id.encode(), b"\nevent: ", env.name.encode(), b"\ndata: ", env.json,
                      b"\n\n"))
 

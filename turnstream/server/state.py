@@ -63,7 +63,9 @@ class AppState:
         from .turns import TurnManager
 
         admission = Admission(max_lag=self.settings.admit_max_lag, max_wait=self.settings.admit_max_wait)
-        self.turns = TurnManager(self.store, self.bus, self.config_for, admission=admission)
+        self.turns = TurnManager(self.store, self.bus, self.config_for, admission=admission,
+                                 takeover=self.settings.takeover, sweep_interval=self.settings.sweep_interval,
+                                 stale_after=self.settings.stale_after)
         self.auth = Authenticator(self.store)
 
     def provider(self, model: str | None) -> Provider:

@@ -8,6 +8,16 @@ Which process drives a turn: the one that received the message, or, after a paus
 client, the one that received the last tool result (``claim_turn`` makes sure exactly one
 does). A cancel for a turn driven elsewhere goes over the bus.
 
+Turns whose process died: every ``sweep_interval`` seconds (and when a cancel or a new
+message finds the session's turn open) the manager asks the store which runners are gone
+(``Store.dead_runners``: their liveness lock is free) and adopts their running turns;
+each one is taken over (``TurnRunner.take_over``: it continues where the store says it
+stood) or, with ``takeover="interrupt"``, ended ``interrupted`` through the close-out.
+
+Shutting down (``drain``): new turns are refused (503), running ones get a grace period to
+finish, and the rest are abandoned, not ended: they stay ``running`` and another process,
+or the next start, takes them over once this one has closed its store.
+
 Safety net: when a driving task ends without the runner having finished the turn (a bug,
 a store that kept failing), the turn is closed here through the same close-out
 (``lifecycle.close_out_stored``): dangling tool calls get ``is_error`` results and
@@ -28,11 +38,12 @@ from typing import Any
 from ..aio import shielded
 from ..blocks import Session
 from ..bus import Bus, Subscription
-from ..errors import TurnNotWaiting
+from ..errors import ShuttingDown, TurnNotWaiting, TurnTakenOver
 from ..events import ErrorEvent, StreamEvent, TurnStart
 from ..lifecycle import close_out_stored
 from ..loop import CANCELLED, RunConfig, TurnRunner
 from ..store import Store
+from ..transcript import INTERRUPTED_RESULT
 from .admission import Admission
 
 log = logging.getLogger("turnstream.server.turns")
@@ -46,20 +57,30 @@ class _Live:
     session_id: str
     task: asyncio.Task[None] | None = None
     cancelled: bool = False
+    abandoned: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class TurnManager:
     def __init__(self, store: Store, bus: Bus, config_for: Callable[[Session], RunConfig], *,
-                 admission: Admission | None = None) -> None:
+                 admission: Admission | None = None, takeover: str = "continue", sweep_interval: float = 1.0,
+                 stale_after: float | None = None) -> None:
         self.store = store
         self.bus = bus
         self.config_for = config_for
         self.admission = admission or Admission(max_lag=0)
         """Holds new turns back while the event loop runs late (admission.py); off by default."""
+        self.takeover = takeover
+        """``continue`` (a dead process's turns go on here) or ``interrupt`` (they end)."""
+        self.sweep_interval = sweep_interval
+        self.stale_after = stale_after
+        """A runner that has not beaten for this long counts as gone too (a hung process)."""
         self._live: dict[str, _Live] = {}
         self._running: set[_Live] = set()
         """Every driving task's record, also before its turn id is known."""
+        self._sweeper: asyncio.Task[None] | None = None
+        self._sweep_lock = asyncio.Lock()
+        self.draining = False
         bus.on_control = self._on_control
 
     @property
@@ -74,7 +95,9 @@ class TurnManager:
                     client_tools: list[dict[str, Any]] | None = None) -> tuple[str, Subscription]:
         """Start a turn; return its id and a subscription that has every event from the
         first. Raises ``TurnConflictError`` when the session has an open turn, ``Overloaded``
-        when the turn could not be admitted in time."""
+        when the turn could not be admitted in time, ``ShuttingDown`` while the server stops."""
+        if self.draining:
+            raise ShuttingDown()
         await self.admission.admit()
         try:
             config = self.config_for(session)
@@ -122,6 +145,73 @@ class TurnManager:
         self._live[turn_id] = live
         self._spawn(live, runner.resume(turn_id), turn_id=turn_id)
 
+    # turns of dead processes ----------------------------------------------------------------
+    def start_sweeping(self) -> None:
+        """Look for turns of dead processes every ``sweep_interval`` seconds, until ``aclose``."""
+        if self._sweeper is None:
+            self._sweeper = asyncio.create_task(self._sweep_forever(), name="turnstream-sweeper")
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            try:
+                await self.sweep()
+            except Exception as exc:  # the store is down: the next sweep tries again
+                log.warning("looking for turns of dead processes failed: %s", exc)
+            await asyncio.sleep(self.sweep_interval)
+
+    async def sweep(self) -> list[str]:
+        """Adopt the running turns of dead runners and take each over (or end it, in
+        ``interrupt`` mode); the ids adopted."""
+        if self.draining:
+            return []
+        async with self._sweep_lock:
+            dead = await self.store.dead_runners(stale_after=self.stale_after)
+            if not dead:
+                return []
+            ids = await self.store.adopt_turns(dead)
+            for tid in ids:
+                await self._orphan(tid)
+            return ids
+
+    async def _orphan(self, turn_id: str) -> None:
+        turn = await self.store.get_turn(turn_id)
+        session = await self.store.get_session(turn.session_id) if turn is not None else None
+        if turn is None or session is None:
+            return
+        if self.takeover == "interrupt":
+            log.info("turn %s: its process is gone; interrupted", turn_id)
+            await close_out_stored(self.store, turn_id, "interrupted", INTERRUPTED_RESULT,
+                                   on_event=self._publisher(session.id))
+            return
+        log.info("turn %s: its process is gone; taken over here", turn_id)
+        runner = TurnRunner(self.config_for(session), self.store, on_event=self._publisher(session.id))
+        live = _Live(runner, session.id)
+        self._live[turn_id] = live
+        self._spawn(live, runner.take_over(turn_id), turn_id=turn_id)
+
+    # shutting down --------------------------------------------------------------------------
+    async def drain(self, grace: float) -> None:
+        """Stop taking turns, give the running ones ``grace`` seconds to finish, and abandon
+        the rest to another process (see the module doc)."""
+        self.draining = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
+        lives = list(self._running)
+        if lives:
+            log.info("shutting down: %d turn(s) running; waiting up to %g s for them", len(lives), grace)
+            await asyncio.wait([asyncio.ensure_future(live.done.wait()) for live in lives], timeout=grace)
+        left = [live for live in self._running if not live.done.is_set()]
+        for live in left:
+            live.cancelled = live.abandoned = True
+            live.runner.abandon()
+        for live in left:
+            await live.done.wait()
+        if left:
+            log.info("shutting down: %d turn(s) left running for another process to take over", len(left))
+
     def _publisher(self, session_id: str) -> Callable[[StreamEvent], None]:
         bus = self.bus
 
@@ -149,6 +239,8 @@ class TurnManager:
             if turn_id is None:
                 raise
             log.info("turn %s: not resumed here (%s)", turn_id, exc)
+        except TurnTakenOver:
+            pass  # another process runs it now (the runner logged it)
         except Exception as exc:
             if runner.turn_id:
                 error = exc
@@ -158,7 +250,7 @@ class TurnManager:
                 log.error("turn %s could not be resumed", turn_id, exc_info=exc)
         finally:
             tid = runner.turn_id
-            if tid and runner.turn is None:
+            if tid and runner.turn is None and not live.abandoned and not runner.taken_over:
                 await shielded(self._safety_net(live, error))
             if tid and self._live.get(tid) is live:
                 del self._live[tid]
@@ -190,6 +282,12 @@ class TurnManager:
         turn = await self.store.get_turn(turn_id)
         if turn is None:
             return None
+        if turn.status == "running" and turn_id in await self.sweep():  # its process was gone
+            if await self._cancel_local(turn_id):
+                return "cancelled"
+            turn = await self.store.get_turn(turn_id)
+            if turn is None:
+                return None
         if turn.status == "awaiting_client":
             if await self.store.claim_turn(turn_id, "awaiting_client", "running"):
                 await close_out_stored(self.store, turn_id, "cancelled", CANCELLED,
@@ -221,6 +319,11 @@ class TurnManager:
 
     async def aclose(self) -> None:
         """Cancel every turn this process drives and wait until each is closed out."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
         await self.admission.aclose()
         lives = list(self._running)
         for live in lives:

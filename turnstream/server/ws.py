@@ -21,7 +21,8 @@ Messages, server to client (JSON text frames):
 * ``{"type": "event", "session_id", "turn_id", "id": "<turn_id>:<n>", "n", "event", "data"}``
   for every event of every turn of the session (the SSE event as JSON);
 * the notebook's own messages (``{"type": "notebook", …}``, see ``NotebookManager``);
-* ``{"type": "pong"}`` in answer to ``{"type": "ping"}``.
+* ``{"type": "pong"}`` in answer to ``{"type": "ping"}``;
+* ``{"type": "reconnect"}`` when the server stops, before it closes the socket (code 1012).
 
 This channel is live only: a tab that reconnects reads what it missed with
 ``GET /api/sessions/{id}`` and the events route.
@@ -40,7 +41,7 @@ import orjson
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..bus import Envelope, SessionMessage, Wake
+from ..bus import EndOfStream, Envelope, SessionMessage, Wake
 from .auth import SUBPROTOCOL, owned_session, websocket_key
 from .errors import ApiError
 from .state import AppState
@@ -150,6 +151,10 @@ async def _forward(ws: WebSocket, state: AppState, sub: Any, reader: asyncio.Tas
                 await ws.send_text(event_message(item).decode())
         elif isinstance(item, SessionMessage):
             await ws.send_text(orjson.dumps(item.data).decode())
+        elif isinstance(item, EndOfStream):  # the server stops: the tab reconnects (elsewhere)
+            await ws.send_text('{"type":"reconnect"}')
+            await ws.close(code=1012)  # "service restart"
+            return
         elif isinstance(item, Wake):  # an event too large for a notification: read it from the store
             for ev in await state.store.events_after(item.turn_id, last.get(item.turn_id, 0)):
                 env = Envelope.stored(item.session_id, ev)

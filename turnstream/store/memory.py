@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
 
-from ..blocks import Block, Session, Turn, TurnStatus, TurnStopReason, Usage
-from ..errors import AlreadyExists, NotFound, SeqConflictError, TurnConflictError
+from ..blocks import Block, Session, ToolResultBlock, Turn, TurnStatus, TurnStopReason, Usage
+from ..errors import AlreadyExists, NotFound, SeqConflictError, TurnConflictError, TurnTakenOver
 from .keys import hash_key, new_key
-from .protocol import StoredEvent, User, check_pending, first_event_of
+from .protocol import StoredEvent, ToolCallRecord, ToolCallStart, User, check_pending, first_event_of
 
 _OPEN: tuple[TurnStatus, ...] = ("running", "awaiting_client")
 
@@ -35,6 +36,7 @@ class MemoryStore:
         self._runner: dict[str, str] = {}
         """turn id -> runner that last set it running"""
         self._notebooks: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._calls: dict[str, dict[str, ToolCallRecord]] = {}
         self._lock = asyncio.Lock()
 
     async def open(self) -> None:
@@ -85,6 +87,7 @@ class MemoryStore:
             self._turns.pop(tid, None)
             self._events.pop(tid, None)
             self._runner.pop(tid, None)
+            self._calls.pop(tid, None)
         return True
 
     async def create_turn(
@@ -126,10 +129,15 @@ class MemoryStore:
         if block.seq != len(t.blocks) or first < self._next_n(turn_id):
             raise SeqConflictError(f"block seq {block.seq} is not the next seq {len(t.blocks)} of {turn_id}")
         self._check_open(t, status)
+        self._check_owner(t)
         t.blocks.append(block)
         self._events[turn_id].extend(pending)
         self._events[turn_id].append(event)
         self._set(t, status)
+        if isinstance(block, ToolResultBlock):
+            record = self._calls.get(turn_id, {}).get(block.tool_use_id)
+            if record is not None:
+                record.state, record.ended_at, record.is_error = "finished", time.time(), block.is_error
 
     async def discard_step(self, turn_id: str, step: int) -> None:
         t = self._turn(turn_id)
@@ -153,6 +161,7 @@ class MemoryStore:
         if first < self._next_n(event.turn_id):
             raise SeqConflictError(f"event {first} is not above the last event of {event.turn_id}")
         self._check_open(t, status)
+        self._check_owner(t)
         self._events[event.turn_id].extend(pending)
         self._events[event.turn_id].append(event)
         self._set(t, status)
@@ -163,6 +172,10 @@ class MemoryStore:
             for tid in self._session_turns[t.session_id]:
                 if tid != t.id and self._turns[tid].status in _OPEN:
                     raise TurnConflictError(tid)
+
+    def _check_owner(self, t: Turn) -> None:
+        if t.status == "running" and self._runner.get(t.id, self.runner_id) != self.runner_id:
+            raise TurnTakenOver(t.id)
 
     def _set(self, t: Turn, status: TurnStatus | None) -> None:
         if status is not None:
@@ -200,6 +213,7 @@ class MemoryStore:
         if first is not None and first < self._next_n(turn_id):
             raise SeqConflictError(f"event {first} is not above the last event of {turn_id}")
         self._check_open(t, status)
+        self._check_owner(t)
         t.stop_reason, t.usage, t.steps, t.error = stop_reason, usage, steps, error
         t.step_usage = list(step_usage)
         self._set(t, status)
@@ -210,12 +224,29 @@ class MemoryStore:
     async def heartbeat(self) -> None:
         return None  # only this process can see this store: its runner is alive by definition
 
-    async def recover(self, *, stale_after: float | None = None) -> list[str]:
-        ids = [t.id for t in self._turns.values() if t.status == "running"
-               and (stale_after is None or self._runner.get(t.id) != self.runner_id)]
+    async def dead_runners(self, *, stale_after: float | None = None) -> set[str]:
+        # Only this process sees this store, so its runner is the only live one: any other
+        # runner named on a running turn (set by ``adopt_turns`` in a test) is gone.
+        return {self._runner[tid] for tid, t in self._turns.items()
+                if t.status == "running" and self._runner.get(tid, self.runner_id) != self.runner_id}
+
+    async def adopt_turns(self, runners: Collection[str]) -> list[str]:
+        ids = [tid for tid, t in self._turns.items() if t.status == "running" and self._runner.get(tid) in runners]
         for tid in ids:
-            self._turns[tid].status = "interrupted"
+            self._runner[tid] = self.runner_id
         return ids
+
+    async def start_tool_calls(self, turn_id: str, calls: Sequence[ToolCallStart]) -> None:
+        self._turn(turn_id)
+        ledger = self._calls.setdefault(turn_id, {})
+        now = time.time()
+        for c in calls:
+            old = ledger.get(c.tool_use_id)
+            ledger[c.tool_use_id] = ToolCallRecord(c.tool_use_id, c.tool, c.idempotency_key, "started",
+                                                   old.attempts + 1 if old else 1, now)
+
+    async def tool_calls(self, turn_id: str) -> list[ToolCallRecord]:
+        return [replace(r) for r in self._calls.get(turn_id, {}).values()]
 
     async def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:
         if session_id not in self._sessions:

@@ -1,5 +1,6 @@
 """PostgreSQL plumbing shared by the store and the bus: connections (with a bounded connect
-time) and the store's small connection pool.
+time), the store's small connection pool, and the lock that tells other processes this one
+is alive (``LivenessLock``).
 
 Connections: a small pool of our own (``pool_size``, default 4) rather than one
 connection behind a lock. One connection would queue every turn of the process behind the
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import secrets
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeAlias
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -24,6 +27,8 @@ if TYPE_CHECKING:
     Conn: TypeAlias = asyncpg.Connection[asyncpg.Record]
 
 CONNECT_TIMEOUT = 10.0
+
+log = logging.getLogger("turnstream.store")
 
 
 def _dsn(url: str) -> tuple[str, float]:
@@ -127,6 +132,12 @@ class _Pool:
             await close(conn)
 
 
+_UNAVAILABLE = (OSError, asyncpg.InterfaceError, asyncpg.exceptions.PostgresConnectionError,
+                asyncpg.exceptions.InsufficientResourcesError, asyncpg.exceptions.OperatorInterventionError)
+"""Driver errors that say the database cannot serve now (connection lost, disk full, shut
+down), as opposed to a statement's own error (a conflict the store handles)."""
+
+
 class _Lease:
     """``async with`` for one borrowed connection (a class rather than a generator-based
     context manager: it is entered on every store call)."""
@@ -145,3 +156,69 @@ class _Lease:
         # An exception (a database error, a conflict we raise) leaves the connection idle;
         # a cancellation (or KeyboardInterrupt…) may leave a statement running on it.
         await self._pool.release(self._conn, exc is None or isinstance(exc, Exception))
+        if isinstance(exc, _UNAVAILABLE):  # the database is gone or full: one error for callers
+            raise StoreError(f"the PostgreSQL database failed: {type(exc).__name__}: {exc}") from exc
+
+
+class LivenessLock:
+    """This process's liveness on PostgreSQL: a session advisory lock, held on a connection of
+    its own for as long as the store is open (key: ``key``, written to the runner's row).
+    PostgreSQL releases it the moment that connection ends, which a dead process's does, so
+    another process sees in ``pg_locks`` that this runner is gone. If the connection is lost
+    while the process lives (a database restart), it is opened again and the lock retaken;
+    in between, another process may take this runner's turns over, and the write guard of
+    the store (runner ownership) stops this process from writing them."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.key = secrets.randbelow(2**62 - 1) + 1
+        self._conn: Conn | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._lost = asyncio.Event()
+
+    async def hold(self) -> None:
+        """Take the lock (at the store's open) and keep it until ``release``."""
+        await self._take()
+        self._task = asyncio.create_task(self._keep(), name="turnstream-liveness")
+
+    async def _take(self) -> None:
+        conn = await connect(self.url)
+        try:
+            await conn.execute("SELECT pg_advisory_lock($1)", self.key)
+        except BaseException:
+            await close(conn)
+            raise
+        self._lost.clear()
+        conn.add_termination_listener(lambda _conn: self._lost.set())
+        self._conn = conn
+
+    async def _keep(self) -> None:
+        while True:
+            await self._lost.wait()
+            log.warning("the liveness lock's connection was lost; taking the lock again")
+            delay = 0.1
+            while True:
+                try:
+                    await self._take()
+                    break
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                    log.info("liveness lock: %s; retrying", exc)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+
+    async def release(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await close(conn)  # ending the session releases the lock
+
+
+ALIVE = ("EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
+         " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+         " AND l.classid = (r.lock_key >> 32)::oid AND l.objid = (r.lock_key & 4294967295)::oid)")
+"""SQL: the runner ``r`` (a row of ``runners``) holds its liveness lock. A bigint advisory
+lock shows in ``pg_locks`` as its high and low 32 bits (``classid``, ``objid``)."""

@@ -42,15 +42,23 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, cast
 
 import asyncpg
 import orjson
 from asyncpg.exceptions import ForeignKeyViolationError, UniqueViolationError
 
-from ..blocks import BLOCKS_ADAPTER, Block, Session, Turn, TurnStatus, TurnStopReason, Usage
-from ..errors import AlreadyExists, InvalidValue, NotFound, SeqConflictError, StoreError, TurnConflictError
+from ..blocks import BLOCKS_ADAPTER, Block, Session, ToolResultBlock, Turn, TurnStatus, TurnStopReason, Usage
+from ..errors import (
+    AlreadyExists,
+    InvalidValue,
+    NotFound,
+    SeqConflictError,
+    StoreError,
+    TurnConflictError,
+    TurnTakenOver,
+)
 from ..settings import DatabaseURL
 from ._sql import (
     SCHEMA_MIGRATIONS,
@@ -65,8 +73,8 @@ from ._sql import (
     usage_to_json,
 )
 from .keys import hash_key, new_key
-from .pg import _Lease, _Pool
-from .protocol import StoredEvent, User, check_pending, first_event_of
+from .pg import ALIVE, LivenessLock, _Lease, _Pool
+from .protocol import StoredEvent, ToolCallRecord, ToolCallStart, User, check_pending, first_event_of
 
 if TYPE_CHECKING:
     from .pg import Conn
@@ -122,6 +130,7 @@ class PostgresStore:
         self.runner_id = runner_id or _new_id("run")
         self._pool_size = pool_size
         self._pool: _Pool | None = None
+        self._liveness = LivenessLock(url)
 
     # plumbing --------------------------------------------------------------
     async def open(self) -> None:
@@ -131,12 +140,15 @@ class PostgresStore:
         try:
             async with pool.connection() as conn:
                 await self._migrate(conn)
+                await self._liveness.hold()
                 await self._beat(conn)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            await self._liveness.release()
             await pool.aclose()
             raise StoreError(f"cannot open the PostgreSQL database {DatabaseURL.parse(self.url)}: "
                              f"{type(exc).__name__}: {exc}") from exc
         except BaseException:
+            await self._liveness.release()
             await pool.aclose()
             raise
         self._pool = pool
@@ -168,6 +180,7 @@ class PostgresStore:
             async with pool.connection() as conn:
                 await conn.execute("DELETE FROM runners WHERE id = $1", self.runner_id)
         finally:
+            await self._liveness.release()
             await pool.aclose()
 
     def _conn(self) -> _Lease:
@@ -304,6 +317,7 @@ class PostgresStore:
         " status = coalesce(%(status)s, status),"
         " runner_id = CASE WHEN %(status)s = 'running' THEN %(runner)s ELSE runner_id END{outcome}"
         " WHERE id = %(tid)s AND (%(seq)s::integer IS NULL OR next_seq = %(seq)s) AND last_n < %(first)s"
+        " AND (status <> 'running' OR runner_id IS NOT DISTINCT FROM %(runner)s::text)"
         " RETURNING id)"
     )
     # The columns finish_turn sets (one UPDATE per row and statement: PostgreSQL would apply
@@ -319,9 +333,14 @@ class PostgresStore:
     _INSERT_BLOCK = (", b AS (INSERT INTO blocks (turn_id, seq, step, block_type, text_content, content)"
                      " SELECT id, %(seq)s, %(step)s::integer, %(type)s, %(text)s, %(content)s::json"
                      " FROM t)")
+    # A tool result ends its call's row in the tool-effect ledger, if it has one.
+    _END_CALL = (", l AS (UPDATE tool_calls SET state = 'finished', ended_at = %(now)s, is_error = %(is_error)s"
+                 " FROM t WHERE tool_calls.turn_id = t.id AND tool_calls.tool_use_id = %(call)s)")
     _COUNT = " SELECT count(*) FROM t"
     _APPEND_BLOCK = (_Sql(_ADVANCE.format(outcome="") + _INSERT_EVENT + _INSERT_BLOCK + _COUNT),
                      _Sql(_ADVANCE.format(outcome="") + _INSERT_EVENTS + _INSERT_BLOCK + _COUNT))
+    _APPEND_RESULT = (_Sql(_ADVANCE.format(outcome="") + _INSERT_EVENT + _INSERT_BLOCK + _END_CALL + _COUNT),
+                      _Sql(_ADVANCE.format(outcome="") + _INSERT_EVENTS + _INSERT_BLOCK + _END_CALL + _COUNT))
     _APPEND_EVENT = (_Sql(_ADVANCE.format(outcome="") + _INSERT_EVENT + _COUNT),
                      _Sql(_ADVANCE.format(outcome="") + _INSERT_EVENTS + _COUNT))
     _FINISH = (_Sql(_ADVANCE.format(outcome=_OUTCOME) + _INSERT_EVENT + _COUNT),
@@ -351,9 +370,11 @@ class PostgresStore:
                     return
             except UniqueViolationError as exc:
                 await self._open_conflict(conn, exc, tid)
-            state = await conn.fetchrow("SELECT next_seq, last_n FROM turns WHERE id = $1", tid)
+            state = await conn.fetchrow("SELECT next_seq, last_n, status, runner_id FROM turns WHERE id = $1", tid)
         if state is None:
             raise NotFound("turn", f"turn {tid} not found")
+        if state[2] == "running" and state[3] != self.runner_id:
+            raise TurnTakenOver(tid)
         if seq is not None and seq != state[0]:
             raise SeqConflictError(f"block seq {seq} is not the next seq {state[0]} of {tid}")
         raise SeqConflictError(f"event {n} is not above the last event {state[1]} of {tid}")
@@ -365,7 +386,11 @@ class PostgresStore:
         _, seq, step, btype, text, content = block_row(turn_id, block)
         params: dict[str, Any] = {"tid": turn_id, "seq": seq, "status": status, "runner": self.runner_id,
                                   "step": step, "type": btype, "text": text, "content": content}
-        await self._guarded(self._events(self._APPEND_BLOCK, params, pending, event), params)
+        sql = self._APPEND_BLOCK
+        if isinstance(block, ToolResultBlock):
+            sql = self._APPEND_RESULT
+            params |= {"now": time.time(), "is_error": block.is_error, "call": block.tool_use_id}
+        await self._guarded(self._events(sql, params, pending, event), params)
 
     async def append_event(self, event: StoredEvent, status: TurnStatus | None = None, *,
                            pending: Sequence[StoredEvent] = ()) -> None:
@@ -431,25 +456,52 @@ class PostgresStore:
 
     # recovery --------------------------------------------------------------
     async def _beat(self, conn: Conn) -> None:
-        await conn.execute(f"INSERT INTO runners (id, heartbeat_at) VALUES ($1, {_NOW})"
-                           " ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
-                           self.runner_id)
+        await conn.execute(f"INSERT INTO runners (id, heartbeat_at, lock_key) VALUES ($1, {_NOW}, $2)"
+                           " ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at,"
+                           " lock_key = excluded.lock_key", self.runner_id, self._liveness.key)
 
     async def heartbeat(self) -> None:
         async with self._conn() as conn:
             await self._beat(conn)
 
-    async def recover(self, *, stale_after: float | None = None) -> list[str]:
-        if stale_after is None:
-            rows = await self._all("UPDATE turns SET status = 'interrupted' WHERE status = 'running'"
-                                   " RETURNING id")
-        else:
-            rows = await self._all(
-                "UPDATE turns t SET status = 'interrupted' WHERE t.status = 'running'"
-                " AND t.runner_id IS DISTINCT FROM $1 AND NOT EXISTS (SELECT 1 FROM runners r"
-                f" WHERE r.id = t.runner_id AND r.heartbeat_at > {_NOW} - $2::float8) RETURNING t.id",
-                self.runner_id, float(stale_after))
+    async def dead_runners(self, *, stale_after: float | None = None) -> set[str]:
+        # A runner with no row (it closed its store) or no lock key holds nothing.
+        rows = await self._all(
+            "SELECT DISTINCT t.runner_id FROM turns t LEFT JOIN runners r ON r.id = t.runner_id"
+            " WHERE t.status = 'running' AND t.runner_id IS DISTINCT FROM $1 AND t.runner_id IS NOT NULL"
+            f" AND (r.lock_key IS NULL OR NOT {ALIVE}"
+            f" OR ($2::float8 IS NOT NULL AND r.heartbeat_at < {_NOW} - $2::float8))",
+            self.runner_id, None if stale_after is None else float(stale_after))
+        return {r[0] for r in rows}
+
+    async def adopt_turns(self, runners: Collection[str]) -> list[str]:
+        names = sorted(runners)
+        if not names:
+            return []
+        async with self._conn() as conn, conn.transaction():
+            rows = await conn.fetch("UPDATE turns SET runner_id = $1 WHERE status = 'running'"
+                                    " AND runner_id = ANY($2::text[]) RETURNING id", self.runner_id, names)
+            await conn.execute("DELETE FROM runners WHERE id = ANY($1::text[])", names)
         return [r[0] for r in rows]
+
+    # the tool-effect ledger --------------------------------------------------
+    async def start_tool_calls(self, turn_id: str, calls: Sequence[ToolCallStart]) -> None:
+        now = time.time()
+        try:
+            async with self._conn() as conn:
+                await conn.executemany(
+                    "INSERT INTO tool_calls (turn_id, tool_use_id, tool, idempotency_key, state, started_at)"
+                    " VALUES ($1, $2, $3, $4, 'started', $5) ON CONFLICT (turn_id, tool_use_id) DO UPDATE SET"
+                    " state = 'started', attempts = tool_calls.attempts + 1, started_at = excluded.started_at,"
+                    " ended_at = NULL, is_error = NULL",
+                    [(turn_id, x.tool_use_id, x.tool, x.idempotency_key, now) for x in calls])
+        except ForeignKeyViolationError:
+            raise NotFound("turn", f"turn {turn_id} not found") from None
+
+    async def tool_calls(self, turn_id: str) -> list[ToolCallRecord]:
+        rows = await self._all("SELECT tool_use_id, tool, idempotency_key, state, attempts, started_at, ended_at,"
+                               " is_error FROM tool_calls WHERE turn_id = $1 ORDER BY started_at", turn_id)
+        return [ToolCallRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]) for r in rows]
 
     # notebooks -------------------------------------------------------------
     async def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:

@@ -28,16 +28,25 @@ every backend. What the runtime relies on:
 * Only committed rows are published; the caller publishes after the call returns.
 * ``claim_turn`` is an atomic compare-and-set on a turn's status, so that exactly one
   process continues a turn whose last tool result just arrived.
-* Recovery with several processes on one database: every store has a ``runner_id``; a turn
-  set ``running`` remembers the runner that did it, runners ``heartbeat()``, and
-  ``recover(stale_after=…)`` interrupts only turns whose runner stopped beating.
+* Ownership: every store has a ``runner_id``, and a turn set ``running`` remembers the runner
+  that did it. A write to a ``running`` turn by any other runner is refused
+  (``TurnTakenOver``), so at most one process ever writes a running turn.
+* Liveness, exact rather than a timeout: while a store is open its runner holds a lock that
+  the system releases the moment the process dies (a PostgreSQL session advisory lock, a
+  file lock beside a SQLite file). ``dead_runners()`` names the runners of running turns
+  whose lock is free (or, with ``stale_after``, that stopped beating: a hung process), and
+  ``adopt_turns`` moves their running turns to this runner, atomically, so that exactly one
+  process continues each (or ends it, ``lifecycle.close_out``).
+* The tool-effect ledger: ``start_tool_calls`` records that server tool calls are about to
+  run (with their idempotency keys; a restart counts an attempt); the write of a call's
+  ``tool_result`` block records its end in the same transaction. ``tool_calls`` reads it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from ..blocks import Block, Session, Turn, TurnStatus, TurnStopReason, Usage
 from ..errors import InvalidValue, SeqConflictError
@@ -48,6 +57,33 @@ from ..events import StreamEvent, decode
 class User:
     id: str
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStart:
+    """A server tool call about to run: its id, the tool's name, the key it receives."""
+
+    tool_use_id: str
+    tool: str
+    idempotency_key: str
+
+
+@dataclass(slots=True)
+class ToolCallRecord:
+    """A row of the tool-effect ledger."""
+
+    tool_use_id: str
+    tool: str
+    idempotency_key: str
+    state: Literal["started", "finished"]
+    attempts: int
+    started_at: float
+    ended_at: float | None = None
+    is_error: bool | None = None
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.ended_at is None else self.ended_at - self.started_at
 
 
 @dataclass(slots=True)
@@ -207,18 +243,29 @@ class Store(Protocol):
         ...
 
     async def heartbeat(self) -> None:
-        """Tell other processes this runner is alive. Call it more often than the
-        ``stale_after`` the other processes pass to ``recover``."""
+        """Tell other processes this runner is alive (not hung). Call it more often than
+        the ``stale_after`` the other processes pass to ``dead_runners``."""
         ...
 
-    async def recover(self, *, stale_after: float | None = None) -> list[str]:
-        """Mark turns left ``running`` by a dead process ``interrupted``; return their ids.
-        Turns ``awaiting_client`` are left as they are.
+    async def dead_runners(self, *, stale_after: float | None = None) -> set[str]:
+        """Runners other than this one that own ``running`` turns and are gone: their
+        liveness lock is free (the process died, or closed its store), or, with
+        ``stale_after``, they have not beaten for that many seconds."""
+        ...
 
-        ``stale_after=None`` takes every running turn as orphaned: right for a process that
-        has the database to itself, at start-up. With several processes on one database pass
-        ``stale_after`` (seconds): only turns whose runner closed, or has not beaten for that
-        long, are interrupted, and never this store's own."""
+    async def adopt_turns(self, runners: Collection[str]) -> list[str]:
+        """Make this runner the owner of every ``running`` turn of ``runners``; return the
+        ids taken. Atomic: a turn two processes adopt at once goes to one of them."""
+        ...
+
+    # the tool-effect ledger -------------------------------------------------
+    async def start_tool_calls(self, turn_id: str, calls: Sequence[ToolCallStart]) -> None:
+        """Record that these server tool calls of a turn are about to run (an attempt more,
+        for a call that ran before). ``NotFound`` for an unknown turn."""
+        ...
+
+    async def tool_calls(self, turn_id: str) -> list[ToolCallRecord]:
+        """The turn's ledger, in the order the calls first started."""
         ...
 
     # notebooks -------------------------------------------------------------

@@ -27,7 +27,7 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,8 +36,8 @@ from typing import Any, NoReturn, TypeVar
 import orjson
 
 from ..aio import shielded
-from ..blocks import Block, Session, Turn, TurnStatus, TurnStopReason, Usage
-from ..errors import AlreadyExists, NotFound, SeqConflictError, StoreError, TurnConflictError
+from ..blocks import Block, Session, ToolResultBlock, Turn, TurnStatus, TurnStopReason, Usage
+from ..errors import AlreadyExists, NotFound, SeqConflictError, StoreError, TurnConflictError, TurnTakenOver
 from ._sql import (
     SCHEMA_MIGRATIONS,
     SESSION_COLS,
@@ -52,7 +52,8 @@ from ._sql import (
     usage_to_json,
 )
 from .keys import hash_key, new_key
-from .protocol import StoredEvent, User, check_pending, first_event_of
+from .liveness import FileLocks
+from .protocol import StoredEvent, ToolCallRecord, ToolCallStart, User, check_pending, first_event_of
 
 T = TypeVar("T")
 
@@ -103,11 +104,13 @@ def _open_conflict(conn: sqlite3.Connection, exc: sqlite3.IntegrityError, sessio
     raise TurnConflictError(row[0] if row else "?") from None
 
 
-def _refused(conn: sqlite3.Connection, turn_id: str, seq: int | None, n: int | None) -> None:
+def _refused(conn: sqlite3.Connection, turn_id: str, seq: int | None, n: int | None, runner: str) -> None:
     """Explain why a guarded write to a turn touched no row."""
-    row = conn.execute("SELECT next_seq, last_n FROM turns WHERE id = ?", (turn_id,)).fetchone()
+    row = conn.execute("SELECT next_seq, last_n, status, runner_id FROM turns WHERE id = ?", (turn_id,)).fetchone()
     if row is None:
         raise NotFound("turn", f"turn {turn_id} not found")
+    if row[2] == "running" and row[3] != runner:
+        raise TurnTakenOver(turn_id)
     if seq is not None and seq != row[0]:
         raise SeqConflictError(f"block seq {seq} is not the next seq {row[0]} of {turn_id}")
     raise SeqConflictError(f"event {n} is not above the last event {row[1]} of {turn_id}")
@@ -135,6 +138,8 @@ class SQLiteStore:
         self.path = os.fspath(path)
         self.runner_id = runner_id or _new_id("run")
         self._conn: sqlite3.Connection | None = None
+        self._lock = FileLocks(None if self.path == ":memory:" else Path(self.path + ".runners"), self.runner_id)
+        """This runner's liveness lock, and the check of other runners' (liveness.py)."""
         self._thread: ThreadPoolExecutor | None = None
         """The one worker thread for calls that cannot run inline (see the module doc)."""
         self._queued = 0
@@ -147,6 +152,7 @@ class SQLiteStore:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="turnstream-sqlite")
         try:
             self._conn = await self._in_thread(self._connect)
+            self._lock.hold()
         except (OSError, sqlite3.Error) as exc:
             self._thread.shutdown(wait=False)
             self._thread = None
@@ -215,25 +221,32 @@ class SQLiteStore:
         try:
             await self._in_thread(close)
         finally:
+            self._lock.release()
             if self._thread is not None:
                 self._thread.shutdown(wait=False)
                 self._thread = None
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn(conn)``, inline or in the worker thread (see the module doc). SQLite's own
+        failures (disk full, I/O error, a lock held past the busy timeout) become
+        ``StoreError``; the store's refusals (``NotFound``, conflicts) pass as they are."""
         conn = self._conn
         if conn is None:
             raise StoreError("the store is not open: await store.open() first")
-        if not self._queued:
-            try:
-                return fn(conn)
-            except sqlite3.OperationalError as exc:
-                if not _is_busy(exc):
-                    raise
-        self._queued += 1
         try:
-            return await self._in_thread(_patiently, fn, conn)
-        finally:
-            self._queued -= 1
+            if not self._queued:
+                try:
+                    return fn(conn)
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc):
+                        raise
+            self._queued += 1
+            try:
+                return await self._in_thread(_patiently, fn, conn)
+            finally:
+                self._queued -= 1
+        except sqlite3.Error as exc:
+            raise StoreError(f"the SQLite database failed: {exc}") from exc
 
 
     # users -----------------------------------------------------------------
@@ -365,8 +378,10 @@ class SQLiteStore:
     # The status columns are only named when the status changes: SQLite maintains the
     # indexes on every column a SET names, and most writes (block after block) keep it.
     # ?6 is the lowest event number the write stores (its first pending event, or its own).
+    # A running turn takes writes from its own runner only (``TurnTakenOver`` otherwise).
     _ADVANCE = ("UPDATE turns SET next_seq = coalesce(?1, next_seq - 1) + 1, last_n = ?2{status}"
-                " WHERE id = ?5 AND (?1 IS NULL OR next_seq = ?1) AND last_n < ?6")
+                " WHERE id = ?5 AND (?1 IS NULL OR next_seq = ?1) AND last_n < ?6"
+                " AND (status <> 'running' OR runner_id IS ?4)")
     _ADVANCE_COUNTERS = _ADVANCE.format(status="")
     _ADVANCE_STATUS = _ADVANCE.format(
         status=", status = ?3, runner_id = CASE WHEN ?3 = 'running' THEN ?4 ELSE runner_id END")
@@ -380,7 +395,7 @@ class SQLiteStore:
             sid = c.execute("SELECT session_id FROM turns WHERE id = ?", (turn_id,)).fetchone()[0]
             _open_conflict(c, exc, sid)
         if updated != 1:
-            _refused(c, turn_id, seq, first)
+            _refused(c, turn_id, seq, first, self.runner_id)
 
     @staticmethod
     def _insert_events(c: sqlite3.Connection, events: Sequence[StoredEvent]) -> None:
@@ -393,12 +408,19 @@ class SQLiteStore:
         first = check_pending(turn_id, pending, event)
         assert first is not None
 
+        ends_call = isinstance(block, ToolResultBlock)
+
         def op(c: sqlite3.Connection) -> None:
             with _write(c):
                 self._advance(c, turn_id, block.seq, event.n, status, first)
                 c.execute("INSERT INTO blocks (turn_id, seq, step, block_type, text_content, content)"
                           " VALUES (?, ?, ?, ?, ?, ?)", row)
                 self._insert_events(c, (*pending, event))
+                if ends_call:  # the ledger row of a server tool's call, if it has one, ends here
+                    assert isinstance(block, ToolResultBlock)
+                    c.execute("UPDATE tool_calls SET state = 'finished', ended_at = ?, is_error = ?"
+                              " WHERE turn_id = ? AND tool_use_id = ?",
+                              (time.time(), block.is_error, turn_id, block.tool_use_id))
 
         await self._run(op)
 
@@ -497,21 +519,62 @@ class SQLiteStore:
 
         await self._run(op)
 
-    async def recover(self, *, stale_after: float | None = None) -> list[str]:
+    async def dead_runners(self, *, stale_after: float | None = None) -> set[str]:
+        def op(c: sqlite3.Connection) -> list[tuple[str | None, float | None]]:
+            return c.execute("SELECT DISTINCT t.runner_id, r.heartbeat_at FROM turns t LEFT JOIN runners r"
+                             " ON r.id = t.runner_id WHERE t.status = 'running' AND t.runner_id IS NOT ?",
+                             (self.runner_id,)).fetchall()
+
+        rows = await self._run(op)
+        now = time.time()
+        dead: set[str] = set()
+        for runner, beat in rows:
+            if runner is None:
+                continue
+            if not self._lock.alive(runner) or (stale_after is not None and (beat or 0.0) < now - stale_after):
+                dead.add(runner)
+        return dead
+
+    async def adopt_turns(self, runners: Collection[str]) -> list[str]:
+        names = sorted(runners)
+        if not names:
+            return []
+        marks = ", ".join("?" * len(names))
+
         def op(c: sqlite3.Connection) -> list[str]:
             with _write(c):
-                if stale_after is None:
-                    rows = c.execute("UPDATE turns SET status = 'interrupted' WHERE status = 'running'"
-                                     " RETURNING id").fetchall()
-                else:
-                    rows = c.execute(
-                        "UPDATE turns SET status = 'interrupted' WHERE status = 'running'"
-                        " AND runner_id IS NOT ?1 AND NOT EXISTS (SELECT 1 FROM runners r"
-                        " WHERE r.id = turns.runner_id AND r.heartbeat_at > ?2) RETURNING id",
-                        (self.runner_id, time.time() - stale_after)).fetchall()
+                rows = c.execute(f"UPDATE turns SET runner_id = ? WHERE status = 'running' AND runner_id IN ({marks})"
+                                 " RETURNING id", (self.runner_id, *names)).fetchall()
+                c.execute(f"DELETE FROM runners WHERE id IN ({marks})", names)
                 return [r[0] for r in rows]
 
-        return await self._run(op)
+        ids = await self._run(op)
+        for name in names:
+            self._lock.forget(name)
+        return ids
+
+    # the tool-effect ledger --------------------------------------------------
+    async def start_tool_calls(self, turn_id: str, calls: Sequence[ToolCallStart]) -> None:
+        now = time.time()
+
+        def op(c: sqlite3.Connection) -> None:
+            with _write(c):
+                if c.execute("SELECT 1 FROM turns WHERE id = ?", (turn_id,)).fetchone() is None:
+                    raise NotFound("turn", f"turn {turn_id} not found")
+                c.executemany(
+                    "INSERT INTO tool_calls (turn_id, tool_use_id, tool, idempotency_key, state, started_at)"
+                    " VALUES (?1, ?2, ?3, ?4, 'started', ?5) ON CONFLICT (turn_id, tool_use_id) DO UPDATE SET"
+                    " state = 'started', attempts = attempts + 1, started_at = ?5, ended_at = NULL, is_error = NULL",
+                    [(turn_id, x.tool_use_id, x.tool, x.idempotency_key, now) for x in calls])
+
+        await self._run(op)
+
+    async def tool_calls(self, turn_id: str) -> list[ToolCallRecord]:
+        rows = await self._run(lambda c: c.execute(
+            "SELECT tool_use_id, tool, idempotency_key, state, attempts, started_at, ended_at, is_error"
+            " FROM tool_calls WHERE turn_id = ? ORDER BY rowid", (turn_id,)).fetchall())
+        return [ToolCallRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], None if r[7] is None else bool(r[7]))
+                for r in rows]
 
     # notebooks -------------------------------------------------------------
     async def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:

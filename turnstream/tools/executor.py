@@ -40,6 +40,11 @@ class Outcome:
     tool: Tool | None = None
 
 
+def idempotency_key(turn_id: str, tool_use_id: str) -> str:
+    """The key a call's every attempt receives: its turn and call ids (unique, and stable)."""
+    return f"{turn_id}:{tool_use_id}"
+
+
 def format_seconds(s: float) -> str:
     return f"{int(s)}s" if float(s).is_integer() else f"{s:g}s"
 
@@ -64,11 +69,15 @@ def truncate(text: str, limit: int) -> str:
 
 class ToolExecutor:
     def __init__(self, tools: Mapping[str, Tool], *, max_result_chars: int = 100_000,
-                 approver: Approver | None = None, deps: dict[str, Any] | None = None) -> None:
+                 approver: Approver | None = None, deps: dict[str, Any] | None = None,
+                 on_start: Callable[[list[Outcome]], Awaitable[None]] | None = None) -> None:
         self.tools = tools
         self.max_result_chars = max_result_chars
         self.approver = approver
         self.deps = deps or {}
+        self.on_start = on_start
+        """Called with the calls about to run, before any starts (the runner records them
+        in the tool-effect ledger)."""
 
     def refusal(self, call: ToolUseBlock) -> str | None:
         """Why a call cannot run at all (before approval or execution), or None."""
@@ -99,6 +108,8 @@ class ToolExecutor:
                 and not o.is_error]
         if not todo:
             return
+        if self.on_start is not None:
+            await self.on_start(todo)
         if len(todo) == 1:
             await self._run_one(todo[0], session_id, turn_id)
             return
@@ -124,7 +135,8 @@ class ToolExecutor:
             o.content, o.is_error = str(exc), True
             return
         if tool.context_param:
-            args[tool.context_param] = ToolContext(session_id, turn_id, o.call.tool_use_id, self.deps)
+            args[tool.context_param] = ToolContext(session_id, turn_id, o.call.tool_use_id, self.deps,
+                                                   idempotency_key(turn_id, o.call.tool_use_id))
         fn = tool.fn
         deadline = asyncio.timeout(tool.timeout)
         try:

@@ -30,6 +30,9 @@ class ToolContext:
     tool_use_id: str
     deps: dict[str, Any] = field(default_factory=dict)
     """Whatever the host put there, e.g. ``deps["notebook"]`` for the notebook toolset."""
+    idempotency_key: str = ""
+    """The same on every attempt of this call (a restart after a crash runs an idempotent
+    tool again): pass it to the systems the tool writes to, so they apply the effect once."""
 
 
 @dataclass(slots=True)
@@ -44,6 +47,9 @@ class Tool:
     requires_approval: bool = False
     executor: Executor = "server"
     sequential: bool = False
+    idempotent: bool = False
+    """Safe to run again with the same arguments (and idempotency key): after a crash while
+    it ran, the call is repeated; a tool that is not is repeated only if the user approves."""
     args_model: type[BaseModel] | None = field(default=None, repr=False)
     is_async: bool = False
     context_param: str | None = None
@@ -102,7 +108,7 @@ def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 def make_tool(
     fn: Callable[..., Any], *, name: str | None = None, description: str | None = None,
     timeout: float = DEFAULT_TIMEOUT, requires_approval: bool = False, executor: Executor = "server",
-    sequential: bool = False,
+    sequential: bool = False, idempotent: bool = False,
 ) -> Tool:
     sig = inspect.signature(fn)
     doc_desc, param_docs = _parse_docstring(fn.__doc__)
@@ -136,6 +142,7 @@ def make_tool(
         requires_approval=requires_approval,
         executor=executor,
         sequential=sequential,
+        idempotent=idempotent,
         args_model=model,
         is_async=inspect.iscoroutinefunction(fn),
         context_param=context_param,
@@ -148,18 +155,21 @@ def tool(fn: Callable[..., Any], /) -> Tool: ...
 def tool(
     *, name: str | None = None, description: str | None = None, timeout: float = DEFAULT_TIMEOUT,
     requires_approval: bool = False, executor: Executor = "server", sequential: bool = False,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(
     fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None,
     timeout: float = DEFAULT_TIMEOUT, requires_approval: bool = False, executor: Executor = "server",
-    sequential: bool = False,
+    sequential: bool = False, idempotent: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Turn a function into a ``Tool``: ``@tool`` or ``@tool(timeout=10, requires_approval=True)``."""
+    """Turn a function into a ``Tool``: ``@tool`` or ``@tool(timeout=10, requires_approval=True)``.
+    ``idempotent=True`` says a call may safely run twice (see ``Tool.idempotent``)."""
 
     def wrap(f: Callable[..., Any]) -> Tool:
         return make_tool(f, name=name, description=description, timeout=timeout,
-                         requires_approval=requires_approval, executor=executor, sequential=sequential)
+                         requires_approval=requires_approval, executor=executor, sequential=sequential,
+                         idempotent=idempotent)
 
     return wrap(fn) if fn is not None else wrap

@@ -6,7 +6,8 @@ only receives an event after its write committed. The parent kills it at a known
 read from those lines (no sleeps), then opens the same database, recovers and checks:
 
 * every block the child reported is stored, unchanged, and nothing else is;
-* the turn is ``interrupted``;
+* the child's runner is dead at once (its liveness lock went with it) and the turn is
+  ``interrupted`` through the close-out (a call left without a result gets one);
 * no tool ran again;
 * the next message in the session works: the mock provider, which refuses what the real
   API refuses, accepts the request, and a call left without a result got an ``is_error``
@@ -28,6 +29,7 @@ import pytest
 
 from tests.support.mock_provider import MockHandle
 from turnstream import Agent, Tool, ToolResultBlock, ToolUseBlock, tool
+from turnstream.lifecycle import interrupt_orphans
 from turnstream.providers.anthropic import AnthropicProvider
 from turnstream.store import open_store
 from turnstream.transcript import INTERRUPTED_RESULT
@@ -147,12 +149,18 @@ async def test_kill_9_mid_turn_then_recover(
     try:
         [crashed] = await store.list_turns(session_id)
         assert crashed.status == "running"  # nobody had the chance to say otherwise
-        assert await store.recover() == [crashed.id]
+        # The child's runner is gone (its liveness lock went with the process): no timeout.
+        assert await interrupt_orphans(store) == [crashed.id]
 
         crashed_after = await store.get_turn(crashed.id)
         assert crashed_after is not None and crashed_after.status == "interrupted"
-        # Exactly what the child was told was stored: intact, in order, nothing more.
-        assert [b.model_dump(mode="json") for b in crashed_after.blocks] == child.stored()
+        # Exactly what the child was told was stored, intact, in order; then what the close-out
+        # added: a result for a call that had none, so the transcript is valid as stored.
+        stored = [b.model_dump(mode="json") for b in crashed_after.blocks]
+        assert stored[:len(child.stored())] == child.stored()
+        added = crashed_after.blocks[len(child.stored()):]
+        assert [(b.type, getattr(b, "content", None)) for b in added] == (
+            [("tool_result", INTERRUPTED_RESULT)] if moment == "tool" else [])
 
         provider = AnthropicProvider(model, api_key="test-key", base_url=mock_provider.base_url)
         agent = Agent(provider, tools=parent_tools(runs), store=store, session_id=session_id)
@@ -178,7 +186,7 @@ async def test_kill_9_mid_turn_then_recover(
         result, question = messages[2]["content"]
         assert question == text("Are you still there?")
         if moment == "tool":
-            # The dangling call was closed out by the transcript repair.
+            # The dangling call was closed out when the turn was interrupted.
             assert result == {"type": "tool_result", "tool_use_id": call.tool_use_id,
                               "content": INTERRUPTED_RESULT, "is_error": True}
         else:

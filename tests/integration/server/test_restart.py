@@ -1,11 +1,14 @@
 """What survives a restart of the server: a turn waiting for the client goes on when its
-result arrives; a turn cut off by a crash becomes ``interrupted`` and the session goes on."""
+result arrives; a turn cut off by a crash is taken over and completes (or, if so set, becomes
+``interrupted``), and the session goes on."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.server import new_session, run_turn, sse, start_server
+import pytest
+
+from tests.support.server import LONG_TEXT, new_session, run_turn, sse, start_server
 
 
 def test_waiting_turn_survives_a_restart(tmp_path: Path, models: dict[str, str]) -> None:
@@ -33,8 +36,14 @@ def test_waiting_turn_survives_a_restart(tmp_path: Path, models: dict[str, str])
         srv.stop()
 
 
-def test_a_crashed_turn_is_interrupted_and_the_session_goes_on(tmp_path: Path, models: dict[str, str]) -> None:
-    srv = start_server(tmp_path, model=models["echo"])
+@pytest.mark.parametrize("takeover", ["continue", "interrupt"])
+def test_a_crashed_turn_goes_on_after_a_restart_and_so_does_the_session(tmp_path: Path, models: dict[str, str],
+                                                                        takeover: str) -> None:
+    """kill -9 mid-stream, then start again: by default the turn is taken over and completes
+    by itself (its streaming step requested again); with TURNSTREAM_TAKEOVER=interrupt it
+    ends ``interrupted``. Either way the session takes its next message."""
+    env = {"TURNSTREAM_TAKEOVER": takeover}
+    srv = start_server(tmp_path, model=models["echo"], env=env)
     with srv.client() as c:
         sid = new_session(c, model=models["slow"], toolset="none")
         with sse(c, "POST", f"/api/sessions/{sid}/turns", json={"message": "go"}) as s:
@@ -46,14 +55,21 @@ def test_a_crashed_turn_is_interrupted_and_the_session_goes_on(tmp_path: Path, m
             srv.proc.kill()
             srv.proc.wait(10)
     srv.stop()
-    srv = start_server(tmp_path, model=models["echo"])
+    srv = start_server(tmp_path, model=models["echo"], env=env)
     try:
         with srv.client() as c:
             with sse(c, "GET", f"/api/sessions/{sid}/turns/{tid}/events") as s:
                 replay = s.rest()
             assert replay[-1].event == "turn_complete"
-            assert replay[-1].data["status"] == "interrupted"
-            assert c.get(f"/api/sessions/{sid}").json()["turns"][0]["status"] == "interrupted"
+            status = "complete" if takeover == "continue" else "interrupted"
+            assert replay[-1].data["status"] == status
+            assert c.get(f"/api/sessions/{sid}").json()["turns"][0]["status"] == status
+            if takeover == "continue":
+                restart = next(e for e in replay if e.event == "step_restart")
+                assert restart.data["step"] == 1  # the step that was streaming, requested again
+                texts = [e.data["block"]["text"] for e in replay if e.event == "block_stop"
+                         and e.data["block"]["type"] == "text" and e.n > restart.n]
+                assert texts == [LONG_TEXT]
             c.post("/api/sessions", json={})  # unrelated work goes on
             r = c.patch(f"/api/sessions/{sid}")
             assert r.status_code == 405
