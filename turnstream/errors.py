@@ -9,6 +9,8 @@
         │   ├── ProviderStreamError   an error event inside a stream that had started
         │   └── StreamBrokenError     the connection dropped, a chunk was malformed, or the
         │                             stream ended without its final event
+        ├── KernelError          a notebook kernel could not start
+        │   └── SandboxUnavailable    no sandbox could start, so no cell runs (says why)
         └── TurnCancelled        the turn was cancelled on purpose
 
 Foreign exceptions (httpx, json) are mapped at the adapter boundary with ``raise … from``.
@@ -72,16 +74,26 @@ class StreamBrokenError(ProviderError):
     code = "stream_broken"
 
 
+class KernelError(RunError):
+    """A notebook kernel could not start."""
+
+
+class SandboxUnavailable(KernelError):
+    """The notebook sandbox cannot start here; the message says what to do about it."""
+
+
 class TurnCancelled(RunError):
     """The turn was cancelled by its owner."""
 
 
 __all__ = [
+    "KernelError",
     "MissingExtraError",
     "ProviderError",
     "ProviderStatusError",
     "ProviderStreamError",
     "RunError",
+    "SandboxUnavailable",
     "StreamBrokenError",
     "TurnCancelled",
     "TurnstreamError",
