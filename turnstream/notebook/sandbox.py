@@ -102,11 +102,10 @@ def bwrap_features(bwrap: str) -> frozenset[str]:
 
 
 def find_bwrap(config: SandboxConfig) -> str | None:
-    """The bubblewrap binary to run, or None when there is none."""
+    """The bubblewrap binary to run (``config.bwrap``, else ``bwrap`` on the PATH), or None."""
     if config.bwrap:
         return config.bwrap if os.access(config.bwrap, os.X_OK) else None
-    return shutil.which("bwrap") or next(
-        (p for p in ("/usr/bin/bwrap", "/usr/local/bin/bwrap") if os.access(p, os.X_OK)), None)
+    return shutil.which("bwrap")
 
 
 def _under(path: str, parent: str) -> bool:

@@ -25,7 +25,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,7 @@ GC_GEN0 = 20_000
 """Allocations between young collections while serving (Python's default is 700)."""
 
 if TYPE_CHECKING:
-    from ..notebook import NotebookManager
+    from ..notebook import KernelLimits, NotebookManager, PoolLimits, SandboxConfig
 
 log = logging.getLogger("turnstream.server")
 
@@ -201,7 +201,47 @@ def _notebooks(store: Store, bus: Bus) -> NotebookManager | None:
     async def broadcast(session_id: str, message: dict[str, Any]) -> None:
         bus.publish_message(session_id, message)
 
-    return NotebookManager(store, on_change=broadcast)
+    sandbox, limits, pool = notebook_settings(os.environ)
+    manager = NotebookManager(store, on_change=broadcast, sandbox=sandbox, limits=limits, pool=pool)
+    print(manager.probe_sandbox().summary(), flush=True)  # a warning when cells run unsandboxed or cannot run
+    return manager
+
+
+def notebook_settings(env: Mapping[str, str]) -> tuple[SandboxConfig, KernelLimits, PoolLimits]:
+    """The notebook's settings from the environment (defaults: ``turnstream/notebook/config.py``):
+    ``TURNSTREAM_NOTEBOOK_SANDBOX`` (``on``, or ``off`` to run cells unsandboxed),
+    ``TURNSTREAM_NOTEBOOK_NETWORK`` (``off``, or ``on``), ``TURNSTREAM_MAX_KERNELS`` (live
+    kernels; default sized for the machine), ``TURNSTREAM_KERNEL_IDLE_TIMEOUT`` (seconds, or
+    ``off``) and ``TURNSTREAM_KERNEL_MEMORY_MB`` (per kernel)."""
+    from ..notebook import KernelLimits, PoolLimits, SandboxConfig
+
+    def switch(name: str, default: bool) -> bool:
+        value = env.get(name, "").strip().lower()
+        if value in ("", "on", "off"):
+            return default if not value else value == "on"
+        raise UsageError(f"{name} must be on or off, not {value!r}")
+
+    def number(name: str, *, whole: bool) -> float | None:
+        value = env.get(name, "").strip().lower()
+        if not value:
+            return None
+        try:
+            n = int(value) if whole else float(value)
+        except ValueError:
+            n = 0
+        if n <= 0:
+            raise UsageError(f"{name} must be a positive {'whole ' if whole else ''}number, not {value!r}")
+        return n
+
+    sandbox = SandboxConfig(mode="bubblewrap" if switch("TURNSTREAM_NOTEBOOK_SANDBOX", True) else "off",
+                            network=switch("TURNSTREAM_NOTEBOOK_NETWORK", False))
+    memory = number("TURNSTREAM_KERNEL_MEMORY_MB", whole=True)
+    limits = KernelLimits() if memory is None else KernelLimits(memory_bytes=int(memory) * 1024**2)
+    max_kernels = number("TURNSTREAM_MAX_KERNELS", whole=True)
+    no_idle_stop = env.get("TURNSTREAM_KERNEL_IDLE_TIMEOUT", "").strip().lower() == "off"
+    idle = None if no_idle_stop else number("TURNSTREAM_KERNEL_IDLE_TIMEOUT", whole=False) or PoolLimits().idle_timeout
+    return sandbox, limits, PoolLimits(max_kernels=None if max_kernels is None else int(max_kernels),
+                                       idle_timeout=idle)
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
