@@ -246,7 +246,9 @@ def _error_reply(msg_id: Any, ename: str, evalue: str) -> bytes:
 
 def main(argv: list[str]) -> int:
     config: dict[str, Any] = json.loads(argv[0]) if argv else {}
-    sandboxed = bool(config.get("reap"))
+    # kill(-1) is safe only in the sandbox's own PID namespace, where this process's parent is
+    # that namespace's init (pid 1); outside, it would hit every process of the user.
+    sandboxed = bool(config.get("reap")) and os.getppid() == 1
     if config.get("uid") is not None:
         _drop_to(int(config["uid"]))
     _limit(config.get("memory"), config.get("processes") if sandboxed else None)
