@@ -16,6 +16,9 @@ The sandbox's filesystem starts empty and shows, in this order:
 * size-capped tmpfs mounts: the working directory ``/home/notebook`` (also ``$HOME``),
   ``/tmp`` and ``/dev/shm``; then ``/`` itself is made read-only.
 
+A seccomp filter (``seccomp.py``) refuses the system calls that open most of the Linux
+kernel's attack surface to an unprivileged process (new namespaces, mounts, bpf, io_uring…).
+
 Not there: the database and its directory, the key file, the project and home directories,
 other notebooks, the host's processes, the server's environment.
 
@@ -35,6 +38,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import seccomp
 from .config import KernelLimits, SandboxConfig
 
 KERNEL_DIR = "/opt/turnstream"
@@ -158,6 +162,10 @@ class _Builder:
         self.args += ["--ro-bind-data", "FD", dest]
         self.data.append((len(self.args) - 2, content.encode()))
 
+    def seccomp(self, program: bytes) -> None:
+        self.args += ["--seccomp", "FD"]
+        self.data.append((len(self.args) - 1, program))
+
     def tmpfs(self, dest: str, size: int, perms: str = "1777") -> None:
         self.parents(dest)
         self.args += ["--perms", perms, "--size", str(size), "--tmpfs", dest]
@@ -180,6 +188,9 @@ def build_command(*, bwrap: str, runtime: Runtime, config: SandboxConfig, limits
             b.args.append("--disable-userns")
     else:
         b.args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    program = seccomp.program()
+    if program is not None:
+        b.seccomp(program)
 
     b.ro_bind("/usr")
     for name in HOST_DIRS:
