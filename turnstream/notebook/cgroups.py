@@ -171,7 +171,6 @@ class Cgroups:
         self.parents = parents
         """Controller (v1) or ``""`` (v2) -> the directory kernel groups are made in."""
         self._n = 0
-        atexit.register(self.close)
 
     def describe(self) -> str:
         names = "memory, pids" + (", cpu" if "cpu" in self.parents or self._v2_has("cpu") else "")
@@ -181,7 +180,7 @@ class Cgroups:
         if self.version != 2:
             return False
         with contextlib.suppress(OSError):
-            return controller in (self.parents[""] / "cgroup.subtree_control").read_text().split()
+            return controller in (self.parents[""] / "cgroup.subtree_control").read_text().replace("+", " ").split()
         return False
 
     def create(self, limits: KernelLimits) -> KernelGroup:
@@ -327,9 +326,8 @@ def open_cgroups() -> Cgroups | str:
     except OSError as exc:
         return f"cannot read this process's cgroups: {exc.strerror}"
     v2 = _open_v2(mounts, own) if any(m.fstype == "cgroup2" for m in mounts) else "no cgroup v2 hierarchy"
-    if isinstance(v2, Cgroups):
-        return v2
-    v1 = _open_v1(mounts, own)
-    if isinstance(v1, Cgroups):
-        return v1
-    return f"{v1}; {v2}"
+    found = v2 if isinstance(v2, Cgroups) else _open_v1(mounts, own)
+    if isinstance(found, str):
+        return f"{found}; {v2}"
+    atexit.register(found.close)
+    return found

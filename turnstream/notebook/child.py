@@ -61,6 +61,15 @@ PREVIEW_ROWS = 20
 THIS_FILE = os.path.abspath(__file__)
 
 
+def human_size(n: float) -> str:
+    """``n`` bytes in words: 512 KiB, 16 MiB, 1.5 GiB."""
+    for unit in ("bytes", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} GiB"
+
+
 def _trim(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
@@ -232,8 +241,8 @@ def _reply_bytes(reply: dict[str, Any], limit: int | None) -> bytes:
         return _error_reply(reply.get("id"), type(exc).__name__, f"could not send output: {exc}")
     if limit and len(data) > limit:
         return _error_reply(reply.get("id"), "OutputTooLarge",
-                            f"The cell's outputs came to {len(data) / 2**20:.1f} MiB, more than the "
-                            f"{limit / 2**20:.0f} MiB a cell may return. Show less (a summary, .head(), "
+                            f"The cell's outputs came to {human_size(len(data))}, more than the "
+                            f"{human_size(limit)} a cell may return. Show less (a summary, .head(), "
                             "fewer points), or write the data to a file in the working directory.")
     return data
 

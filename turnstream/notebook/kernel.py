@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import anyio
 
 from ..errors import KernelError
+from .child import human_size
 from .config import KernelLimits, SandboxConfig
 from .launch import KernelProcess, explain_failure, launch
 from .model import Output, error_output
@@ -230,7 +231,7 @@ class Kernel:
                 await self._lose(channel)
                 return ExecResult("error", [error_output(
                     "OutputTooLarge",
-                    f"The cell's output passed {self.limits.output_bytes / 2**20:.0f} MiB, more than a cell "
+                    f"The cell's output passed {human_size(self.limits.output_bytes)}, more than a cell "
                     "may return, so the kernel was stopped and every variable is gone. Show less (a summary, "
                     ".head(), fewer points), or write the data to a file.")],
                     time.monotonic() - started, restarted=True)
@@ -247,8 +248,8 @@ class Kernel:
         group = channel.process.group
         why = f"exit status {code}; {exc}"
         if group is not None and group.oom_kills():
-            limit = self.limits.memory_bytes or 0
-            why = f"it used more than its memory limit of {limit / 2**30:.3g} GiB, so it was killed; {why}"
+            why = (f"it used more than its memory limit of {human_size(self.limits.memory_bytes or 0)}, so it "
+                   f"was killed; {why}")
         return (f"The kernel process ended while running this cell ({why}). "
                 "It will restart on the next run with an empty namespace.")
 

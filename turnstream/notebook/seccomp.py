@@ -34,7 +34,7 @@ _DENIED = ("unshare", "setns", "mount", "umount2", "pivot_root", "open_tree", "m
            "io_uring_setup", "io_uring_enter", "io_uring_register", "keyctl", "add_key", "request_key",
            "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module")
 
-_TABLES: dict[str, tuple[int, dict[str, int]]] = {
+SYSCALLS: dict[str, tuple[int, dict[str, int]]] = {
     "x86_64": (0xC000003E, {
         "clone": 56, "clone3": 435, "unshare": 272, "setns": 308, "mount": 165, "umount2": 166,
         "pivot_root": 155, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
@@ -75,7 +75,7 @@ def _assemble(ops: list[Op | str]) -> bytes:
 def program(machine: str | None = None) -> bytes | None:
     """The filter for ``machine`` (default: this one) as bytes, or None when there is none."""
     machine = machine or platform.machine()
-    table = _TABLES.get(machine)
+    table = SYSCALLS.get(machine)
     if table is None:
         return None
     arch, numbers = table

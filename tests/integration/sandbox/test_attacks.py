@@ -8,6 +8,7 @@ import ast
 import errno
 import hashlib
 import os
+import platform
 import signal
 import socket
 import sqlite3
@@ -20,6 +21,7 @@ from tests.integration.server.harness import Server
 from tests.support.paths import REPO
 from tests.support.processes import kernel_processes
 from turnstream.notebook.sandbox import find_runtime
+from turnstream.notebook.seccomp import SYSCALLS
 
 
 def _db_path(server: Server) -> str:
@@ -267,4 +269,37 @@ for fd in range(3, 64):
     result = Notebook(server).run(attack)
     assert result["status"] == "error"
     assert result["outputs"][-1]["error"].startswith("OutputTooLarge:"), result
+    bob.assert_intact()
+
+
+def test_the_kernel_cannot_reach_the_riskiest_system_calls(server: Server, bob: Bob) -> None:
+    numbers = SYSCALLS[platform.machine()][1]
+    attack = f"""
+import ctypes, os, subprocess, threading
+libc = ctypes.CDLL(None, use_errno=True)
+def call(nr, *args):
+    rc = libc.syscall(nr, *[ctypes.c_long(a) for a in args])
+    return 'ok' if rc >= 0 else os.strerror(ctypes.get_errno())
+got = {{name: call(nr, *args) for name, nr, args in [
+    ('unshare', {numbers["unshare"]}, [0x10000000]),
+    ('bpf', {numbers["bpf"]}, [0, 0, 0]),
+    ('userfaultfd', {numbers["userfaultfd"]}, [0]),
+    ('io_uring_setup', {numbers["io_uring_setup"]}, [1, 0]),
+    ('keyctl', {numbers["keyctl"]}, [0, 0]),
+    ('mount', {numbers["mount"]}, [0, 0, 0, 0, 0]),
+    ('clone3', {numbers["clone3"]}, [0, 0]),
+]}}
+got['unshare -U'] = subprocess.run(['unshare', '-U', '-r', 'true'], capture_output=True, text=True).stderr.strip()
+t = threading.Thread(target=lambda: None)
+t.start()
+t.join()
+got['thread and subprocess'] = subprocess.run(['true']).returncode
+got
+"""
+    got = ast.literal_eval(Notebook(server).value(attack))
+    refused = {k: v for k, v in got.items() if k not in ("clone3", "unshare -U", "thread and subprocess")}
+    assert set(refused.values()) == {"Operation not permitted"}, got
+    assert got["clone3"] == "Function not implemented"  # so the C library falls back to clone
+    assert "Operation not permitted" in got["unshare -U"]
+    assert got["thread and subprocess"] == 0  # what cells need still works
     bob.assert_intact()
