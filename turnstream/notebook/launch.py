@@ -35,7 +35,7 @@ from pathlib import Path
 from ..errors import SandboxUnavailable
 from .cgroups import KernelGroup, open_cgroups
 from .config import KernelLimits, SandboxConfig
-from .sandbox import build_command, find_bwrap, find_runtime
+from .sandbox import build_command, closed_to_others, find_bwrap, find_runtime
 
 SCRIPT_DIR = Path(__file__).parent
 CHILD_ENV_KEYS = ("PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TEMP", "TMP",
@@ -193,6 +193,11 @@ def launch(limits: KernelLimits, config: SandboxConfig, *, python: str = sys.exe
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         raise SandboxUnavailable(f"No notebook cell can run: cannot inspect the kernel's Python {python} "
                                  f"({exc}).") from exc
+    if os.geteuid() == 0 and (closed := closed_to_others(runtime, SCRIPT_DIR)) is not None:
+        raise SandboxUnavailable(
+            f"No notebook cell can run: each kernel runs as a user of its own, and {closed} is not readable "
+            "by other users. Make the Python installation, its packages and turnstream readable by all "
+            f"(for example `chmod -R a+rX {os.path.dirname(closed)}`), then restart the server.")
     uids = _uid_pool(config.uid_base) if os.geteuid() == 0 else None
     uid = uids.take() if uids is not None else None
     group = None

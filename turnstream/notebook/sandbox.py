@@ -105,6 +105,20 @@ def bwrap_features(bwrap: str) -> frozenset[str]:
     return frozenset(word for word in (out.stdout + out.stderr).split() if word.startswith("--"))
 
 
+def closed_to_others(runtime: Runtime, script_dir: Path) -> str | None:
+    """The first path a kernel running as another user could not read, or None. (Only the
+    paths themselves: bubblewrap, run as root, binds them past closed parent directories.)"""
+    files = [runtime.executable, runtime.libpython, *(str(script_dir / name) for name in SCRIPTS)]
+    dirs = [*runtime.stdlib, *runtime.site]
+    for path, need in [*((f, 0o004) for f in files if f), *((d, 0o005) for d in dirs)]:
+        try:
+            if os.stat(path).st_mode & need != need:
+                return path
+        except OSError:
+            return path
+    return None
+
+
 def find_bwrap(config: SandboxConfig) -> str | None:
     """The bubblewrap binary to run (``config.bwrap``, else ``bwrap`` on the PATH), or None."""
     if config.bwrap:

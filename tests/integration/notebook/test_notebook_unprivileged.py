@@ -1,7 +1,7 @@
 """The sandbox as an unprivileged server meets it (``turnstream serve`` as a normal user):
 bubblewrap makes a user namespace, no cgroup is writable, so rlimits hold the limits.
 
-Run as root (CI), the kernel-side script below runs as ``nobody`` through ``setpriv``; run as a
+Run as root (CI), the server-side script below runs as ``nobody`` through ``setpriv``; run as a
 normal user, it runs as that user. It needs a Python that user can execute, of this Python's
 version (the project's compiled dependencies come from this virtual environment)."""
 
@@ -73,11 +73,25 @@ def _python_for_others() -> str:
                          "(apt install python3), to run a server as an unprivileged user")
 
 
+def _as_nobody() -> list[str]:
+    """The command prefix that runs the script as nobody, with the checkout in view: when a
+    parent directory of the checkout is closed to other users (a checkout under /root), an
+    outer bubblewrap puts an open directory in its place with the checkout bound back in."""
+    setpriv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    closed = next((p for p in [*reversed(REPO.parents), REPO] if not os.stat(p).st_mode & 0o001), None)
+    if closed is None:
+        return setpriv
+    assert closed != REPO, f"the checkout {REPO} itself is closed to other users (chmod o+rx it)"
+    between = [str(p) for p in reversed(REPO.parents) if p.is_relative_to(closed) and p != closed]
+    return ["bwrap", "--dev-bind", "/", "/", "--perms", "0755", "--tmpfs", str(closed),
+            *[a for d in between for a in ("--dir", d)], "--bind", str(REPO), str(REPO), "--", *setpriv]
+
+
 def test_an_unprivileged_server_sandboxes_its_kernels_with_a_user_namespace_and_rlimits() -> None:
     python = _python_for_others()
     site = sysconfig.get_paths()["purelib"]
     env = {"HOME": "/tmp", "PATH": "/usr/bin:/bin", "PYTHONPATH": f"{REPO}:{site}"}
-    prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+    prefix = _as_nobody() if os.geteuid() == 0 else []
     proc = subprocess.run([*prefix, python, "-c", SCRIPT], capture_output=True, text=True, env=env,
                           cwd="/", timeout=90)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from turnstream.notebook.config import KernelLimits, SandboxConfig
-from turnstream.notebook.sandbox import HOME, Runtime, build_command, sandbox_env
+from turnstream.notebook.sandbox import HOME, Runtime, build_command, closed_to_others, sandbox_env
 from turnstream.notebook.seccomp import SYSCALLS, program
 
 RUNTIME = Runtime(
@@ -115,3 +115,14 @@ def test_every_jump_of_the_seccomp_filter_lands_inside_it(machine: str) -> None:
 
 def test_no_filter_for_an_unknown_machine() -> None:
     assert program("s390x") is None
+
+
+def test_a_root_server_refuses_files_its_kernels_could_not_read(tmp_path: Path) -> None:
+    for name in ("python3", "child.py", "sqltext.py"):
+        (tmp_path / name).write_text("")
+        (tmp_path / name).chmod(0o644)
+    runtime = Runtime(str(tmp_path / "python3"), (str(tmp_path),), (str(tmp_path),), (), None)
+    tmp_path.chmod(0o755)
+    assert closed_to_others(runtime, tmp_path) is None
+    (tmp_path / "child.py").chmod(0o600)  # a checkout made with umask 077
+    assert closed_to_others(runtime, tmp_path) == str(tmp_path / "child.py")
