@@ -124,7 +124,7 @@ def test_the_kernel_cap_stops_the_least_recently_used_kernel(tmp_path: Path, mod
 
 
 def test_idle_kernels_are_stopped_and_their_notebooks_go_on(tmp_path: Path, model: str) -> None:
-    with serving(tmp_path, model, TURNSTREAM_KERNEL_IDLE_TIMEOUT="1") as srv:
+    with serving(tmp_path, model, TURNSTREAM_KERNEL_IDLE_TIMEOUT="3") as srv:
         nb = Notebook(srv)
         result = nb.run("base = 41\nbase")
         assert result["outputs"] == [{"type": "text", "text": "41"}]
