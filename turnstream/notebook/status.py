@@ -35,10 +35,6 @@ class SandboxStatus:
     start_seconds: float | None = None
     """How long the probe's kernel took to start and say ready."""
 
-    @property
-    def runnable(self) -> bool:
-        return self.mode != "unavailable"
-
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "network": self.network, "limits": self.limits, "warning": self.warning}
 
@@ -47,7 +43,8 @@ class SandboxStatus:
         if self.warning:
             return f"WARNING: {self.warning}"
         network = "network on" if self.network else "no network"
-        return f"Notebook cells run in a bubblewrap sandbox ({network}; limits by {self.limits})."
+        started = f"; a kernel starts in {self.start_seconds * 1000:.0f} ms" if self.start_seconds else ""
+        return f"Notebook cells run in a bubblewrap sandbox ({network}; limits by {self.limits}{started})."
 
 
 def probe_sandbox(config: SandboxConfig, limits: KernelLimits, python: str = sys.executable) -> SandboxStatus:
