@@ -1,10 +1,11 @@
-# Every target creates what it needs: the .venv, the PostgreSQL cluster, Chromium, npm packages.
+# Every target creates what it needs: the .venv, bubblewrap (the notebook sandbox), the PostgreSQL
+# cluster, Chromium, npm packages.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: serve test interop lint typecheck unit bench clean postgres e2e-deps
+.PHONY: serve test interop lint typecheck unit bench clean postgres e2e-deps sandbox
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,8 +13,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[dev]"
 	@rm -f $(VENV)/.installed-* && touch $(STAMP)
 
-serve: $(STAMP)
+serve: $(STAMP) sandbox
 	$(BIN)/turnstream serve
+
+# Every notebook kernel runs in a bubblewrap sandbox (docs/security.md).
+sandbox:
+	@bash scripts/ensure-bubblewrap.sh
 
 postgres:
 	@bash scripts/ensure-postgres.sh
@@ -38,7 +43,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-test: $(STAMP) postgres e2e-deps
+test: $(STAMP) sandbox postgres e2e-deps
 	$(BIN)/ruff check turnstream tests bench
 	$(BIN)/mypy turnstream
 	$(BIN)/pytest -q -p no:cacheprovider

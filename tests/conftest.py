@@ -4,7 +4,8 @@
   that runs the tests are removed for every test (``TURNSTREAM_TEST_*``, which configures the
   suite itself, stays), so a developer's key or database never reaches a test, and a test
   sets what it needs with ``monkeypatch.setenv``.
-* The network: this process may connect only to loopback (and Unix sockets). A test that
+* The network: this process may open connections (TCP) only to loopback (and Unix sockets;
+  a UDP socket's ``connect`` sends nothing and is left alone). A test that
   must reach another address says so with ``@pytest.mark.network``; nothing in this suite
   does, and no test reaches a real provider.
 * ``mock_provider``: one ``turnstream mock-provider`` process for the session.
@@ -59,14 +60,14 @@ _real_connect_ex = socket.socket.connect_ex
 
 
 def _guarded_connect(self: socket.socket, address: Any) -> None:
-    if not _allowed(address):
+    if self.type == socket.SOCK_STREAM and not _allowed(address):
         raise NetworkRefused(f"test tried to connect to {address!r}; only loopback is allowed "
                              "(mark the test @pytest.mark.network if it must)")
     _real_connect(self, address)
 
 
 def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
-    if not _allowed(address):
+    if self.type == socket.SOCK_STREAM and not _allowed(address):
         raise NetworkRefused(f"test tried to connect to {address!r}; only loopback is allowed "
                              "(mark the test @pytest.mark.network if it must)")
     return _real_connect_ex(self, address)

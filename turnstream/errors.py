@@ -23,6 +23,9 @@
     │   ├── StoreError             the store failed (closed, unknown migrations, a write refused)
     │   │   └── StoreWriteError    storing one of a turn's events failed; ``__cause__`` says why
     │   ├── KernelError            a notebook kernel could not be started
+    │   │   ├── SandboxUnavailable no sandbox can start here, so no cell runs (says what to do)
+    │   │   └── OutputTooLarge     a kernel sent more than a cell may return (its run ends; the cell
+    │   │                          says so)
     │   ├── Overloaded             the server could not admit a new turn in time
     │   ├── ShuttingDown           the server is stopping and takes no new turn
     │   ├── RemoteError            talking to a turnstream server failed (the chat's client)
@@ -194,6 +197,15 @@ class KernelError(RunError):
     """A notebook kernel could not be started."""
 
 
+class SandboxUnavailable(KernelError):
+    """The notebook sandbox cannot start here; the message says what to do about it."""
+
+
+class OutputTooLarge(KernelError):
+    """A kernel sent a reply longer than the output limit (the kernel is stopped, and the
+    cell's result says why)."""
+
+
 class Overloaded(RunError):
     """A new turn waited longer than the server's limit to be admitted; try again later."""
 
@@ -294,6 +306,7 @@ __all__ = [
     "MissingExtraError",
     "NotATextFileError",
     "NotFound",
+    "OutputTooLarge",
     "Overloaded",
     "PathOutsideRootError",
     "ProviderError",
@@ -304,6 +317,7 @@ __all__ = [
     "RemoteError",
     "RemoteStreamBroken",
     "RunError",
+    "SandboxUnavailable",
     "SeqConflictError",
     "ServerError",
     "ShuttingDown",

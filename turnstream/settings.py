@@ -102,6 +102,30 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
+def _switch(value: str) -> bool:
+    v = value.strip().lower()
+    if v not in ("on", "off"):
+        raise ValueError("must be on or off")
+    return v == "on"
+
+
+def _positive_int(value: str) -> int:
+    n = int(value)
+    if n <= 0:
+        raise ValueError("must be a positive whole number")
+    return n
+
+
+def _seconds_or_off(value: str) -> float:
+    """Seconds, or 0 for ``off``."""
+    if value.strip().lower() == "off":
+        return 0.0
+    n = float(value)
+    if n <= 0:
+        raise ValueError("must be a positive number of seconds, or off")
+    return n
+
+
 def _path(value: str) -> Path:
     return Path(value).expanduser()
 
@@ -154,6 +178,17 @@ SETTINGS: tuple[Setting, ...] = (
             "(taken over where it stood) or interrupt (ended)", _choice("continue", "interrupt")),
     Setting("shutdown_grace", "TURNSTREAM_SHUTDOWN_GRACE", "seconds a stopping server (SIGTERM) lets running "
             "turns finish before leaving them to another process", float),
+    Setting("notebook_sandbox", "TURNSTREAM_NOTEBOOK_SANDBOX", "on: every notebook kernel runs in a bubblewrap "
+            "sandbox (no sandbox, no cells); off: cells run unsandboxed, with a warning", _switch),
+    Setting("notebook_network", "TURNSTREAM_NOTEBOOK_NETWORK", "on lets notebook kernels use the network",
+            _switch),
+    Setting("max_kernels", "TURNSTREAM_MAX_KERNELS", "notebook kernels alive at once (default: 3/4 of the "
+            "memory over the memory of a kernel, at least 2); at the cap the least recently used stops",
+            _positive_int),
+    Setting("kernel_idle_timeout", "TURNSTREAM_KERNEL_IDLE_TIMEOUT", "seconds an idle notebook kernel lives "
+            "(default 900), or off", _seconds_or_off),
+    Setting("kernel_memory_mb", "TURNSTREAM_KERNEL_MEMORY_MB", "memory of one notebook kernel, in MiB "
+            "(default 2048)", _positive_int),
     Setting("home", "TURNSTREAM_HOME", "where the terminal chat keeps its history (default: "
             "$XDG_DATA_HOME/turnstream)", _path, None, ("chat",)),
     Setting("root", "TURNSTREAM_ROOT", "the folder the chat's file tools may read", _path, "--root", ("chat",)),
@@ -185,6 +220,13 @@ class Settings:
     log_format: str = "json"
     gc: str = "tuned"
     loop: str = "uvloop"
+    notebook_sandbox: bool = True
+    notebook_network: bool = False
+    max_kernels: int | None = None
+    kernel_idle_timeout: float | None = None
+    """None: the notebook's default (``notebook/config.py``); 0: no idle stop."""
+    kernel_memory_mb: int | None = None
+    """None: the notebook's default (``notebook/config.py``)."""
     takeover: str = "continue"
     shutdown_grace: float = 30.0
     home: Path | None = None

@@ -46,7 +46,8 @@ def _imports(path: Path) -> set[str]:
             else:
                 mod = node.module or ""
             if mod.startswith("turnstream"):
-                out.add(mod)
+                if node.module:  # ``from . import x`` names submodules, not the package itself
+                    out.add(mod)
                 out.update(f"{mod}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name.startswith("turnstream"))

@@ -11,11 +11,12 @@ import turnstream.errors
 
 ERRORS = {
     "AlreadyExists", "ApiError", "CalculatorError", "InvalidValue", "KernelError", "MissingExtraError",
-    "NotATextFileError", "NotFound", "Overloaded", "PathOutsideRootError", "ProviderError", "ProviderProtocolError",
-    "ProviderStatusError", "ProviderStreamError", "Refused", "RemoteError", "RemoteStreamBroken", "RunError",
-    "SeqConflictError", "ServerError", "ShuttingDown", "SimulatedFault", "StoreError", "StoreWriteError",
-    "StreamBrokenError", "ToolError", "ToolInputError", "TurnCancelled", "TurnConflictError", "TurnNotWaiting",
-    "TurnTakenOver", "TurnstreamError", "UnknownCellError", "UsageError",
+    "NotATextFileError", "NotFound", "OutputTooLarge", "Overloaded", "PathOutsideRootError", "ProviderError",
+    "ProviderProtocolError", "ProviderStatusError", "ProviderStreamError", "Refused", "RemoteError",
+    "RemoteStreamBroken", "RunError", "SandboxUnavailable", "SeqConflictError", "ServerError", "ShuttingDown",
+    "SimulatedFault", "StoreError", "StoreWriteError", "StreamBrokenError", "ToolError", "ToolInputError",
+    "TurnCancelled", "TurnConflictError", "TurnNotWaiting", "TurnTakenOver", "TurnstreamError", "UnknownCellError",
+    "UsageError",
 }
 EXPECTED = {
     "Agent", "Block", "BlockDelta", "BlockStart", "BlockStop", "ErrorEvent", "Limits", "ProviderBlock",

@@ -1,14 +1,18 @@
-"""The live notebook: cells, their dependency graph, and a subprocess kernel per session.
+"""The live notebook: cells, their dependency graph, and a sandboxed kernel per session.
 
 ``NotebookManager`` is the entry point (one per process); the notebook toolset
-(``turnstream.toolsets.notebook``) gives the model its tools over it.
+(``turnstream.toolsets.notebook``) gives the model its tools over it. Kernels run in a
+bubblewrap sandbox with limits (``SandboxConfig``, ``KernelLimits``, ``PoolLimits``);
+docs/security.md says what that protects against.
 """
 
-from ..errors import KernelError, UnknownCellError
+from ..errors import KernelError, SandboxUnavailable, UnknownCellError
+from .config import KernelLimits, PoolLimits, SandboxConfig, default_max_kernels
 from .graph import CellNames, Graph, analyze, stale_cells
-from .kernel import ExecResult, Kernel, KernelLimits
+from .kernel import ExecResult, Kernel
 from .manager import ChangeListener, InMemoryNotebooks, NotebookManager, NotebookPersistence, RunReport
 from .model import Cell, CellStatus, Language, Notebook, Output
+from .status import SandboxStatus
 
 __all__ = [
     "Cell",
@@ -26,8 +30,13 @@ __all__ = [
     "NotebookManager",
     "NotebookPersistence",
     "Output",
+    "PoolLimits",
     "RunReport",
+    "SandboxConfig",
+    "SandboxStatus",
+    "SandboxUnavailable",
     "UnknownCellError",
     "analyze",
+    "default_max_kernels",
     "stale_cells",
 ]

@@ -1,8 +1,14 @@
 """The kernel child process: runs cells in one namespace and answers over JSON lines.
 
-Started by ``kernel.Kernel`` as ``python -I child.py [--memory BYTES]``. It imports only the
-standard library and its sibling ``sqltext.py`` at start; pandas, DuckDB and Plotly load on
-first use, so a kernel starts in well under a second.
+Started by ``launch.launch`` as ``python -I [-S] child.py CONFIG`` (CONFIG is JSON, see
+``launch.child_config``), inside the sandbox or bare. Before it says ready it drops to its
+own uid (a root server's sandbox), sets its rlimits, lowers its priority and adds the
+site-packages it was given. It imports only the standard library and its sibling
+``sqltext.py`` at start; pandas, DuckDB and Plotly load on first use, so a kernel starts in
+well under a second.
+
+In the sandbox, every process a cell started is killed when the cell ends (the PID namespace
+holds only this kernel, bubblewrap's init and what cells started): nothing runs between cells.
 
 Protocol (one JSON object per line; the child owns private copies of the original stdin and
 stdout, and fds 0/1 are pointed elsewhere so user code can neither read nor corrupt them):
@@ -23,6 +29,9 @@ import io
 import json
 import linecache
 import os
+import resource
+import signal
+import site
 import sys
 import traceback
 from types import ModuleType, TracebackType
@@ -52,6 +61,15 @@ PREVIEW_ROWS = 20
 THIS_FILE = os.path.abspath(__file__)
 
 
+def human_size(n: float) -> str:
+    """``n`` bytes in words: 512 KiB, 16 MiB, 1.5 GiB."""
+    for unit in ("bytes", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} GiB"
+
+
 def _trim(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
@@ -63,9 +81,10 @@ def _trim(text: str, limit: int) -> str:
 class Runner:
     """Holds the namespace (and a DuckDB connection, once a SQL cell needs one)."""
 
-    def __init__(self, memory_bytes: int | None = None) -> None:
+    def __init__(self, memory_bytes: int | None = None, threads: int | None = None) -> None:
         self.ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
         self.memory_bytes = memory_bytes
+        self.threads = threads
         self._duck: Any = None
 
     def run(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -111,6 +130,8 @@ class Runner:
             self._duck = duckdb.connect(":memory:")
             if self.memory_bytes:
                 self._duck.execute(f"SET memory_limit = '{self.memory_bytes // 2 // 2**20}MB'")
+            if self.threads:
+                self._duck.execute(f"SET threads = {int(self.threads)}")
         con = self._duck
         statement, params = sqltext.bind(code, self.ns)
         registered = []
@@ -162,13 +183,14 @@ class Runner:
 
 
 def _private_pipes() -> tuple[IO[bytes], IO[bytes]]:
-    """Keep the protocol on private fds; fd 0 reads nothing and fd 1 goes to stderr."""
+    """Keep the protocol on private fds; fds 0, 1 and 2 then read nothing and write nowhere
+    (what a cell prints goes through ``sys.stdout``; C-level writes are dropped)."""
     proto_in = os.fdopen(os.dup(0), "rb")
     proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
     os.close(devnull)
-    os.dup2(2, 1)
     return proto_in, proto_out
 
 
@@ -176,27 +198,81 @@ def _send(out: IO[bytes], msg: dict[str, Any]) -> None:
     out.write(json.dumps(msg, default=str).encode() + b"\n")
 
 
-def main(argv: list[str]) -> int:
-    memory: int | None = None
-    if len(argv) >= 2 and argv[0] == "--memory":
-        memory = int(argv[1])
-    if memory:
-        import resource
+def _drop_to(uid: int) -> None:
+    """Become ``uid`` (group too, no supplementary groups) for good, with no capability left."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (uid, uid, uid):
+        raise SystemExit("the kernel could not drop its privileges")
+    with open("/proc/self/status") as f:
+        caps = {k: v.strip() for k, _, v in (line.partition(":") for line in f) if k.startswith("Cap")}
+    if int(caps.get("CapEff", "1"), 16) or int(caps.get("CapPrm", "1"), 16):
+        raise SystemExit("the kernel still holds capabilities after dropping its privileges")
 
+
+def _limit(memory: int | None, processes: int | None) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if memory:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    if processes:
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+    os.nice(10)  # the server's own threads come first
+
+
+def _end_strays() -> None:
+    """Kill every other process in the sandbox (``kill(-1)`` spares init and the caller) and
+    reap the ones that were this process's children."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(-1, signal.SIGKILL)
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+
+
+def _reply_bytes(reply: dict[str, Any], limit: int | None) -> bytes:
+    try:
+        data = json.dumps(reply, default=str).encode() + b"\n"
+    except (TypeError, ValueError, MemoryError) as exc:
+        return _error_reply(reply.get("id"), type(exc).__name__, f"could not send output: {exc}")
+    if limit and len(data) > limit:
+        return _error_reply(reply.get("id"), "OutputTooLarge",
+                            f"The cell's outputs came to {human_size(len(data))}, more than the "
+                            f"{human_size(limit)} a cell may return. Show less (a summary, .head(), "
+                            "fewer points), or write the data to a file in the working directory.")
+    return data
+
+
+def _error_reply(msg_id: Any, ename: str, evalue: str) -> bytes:
+    reply = {"id": msg_id, "status": "error",
+             "outputs": [{"type": "error", "ename": ename, "evalue": evalue, "traceback": ""}]}
+    return json.dumps(reply).encode() + b"\n"
+
+
+def main(argv: list[str]) -> int:
+    config: dict[str, Any] = json.loads(argv[0]) if argv else {}
+    # kill(-1) is safe only in the sandbox's own PID namespace, where this process's parent is
+    # that namespace's init (pid 1); outside, it would hit every process of the user.
+    sandboxed = bool(config.get("reap")) and os.getppid() == 1
+    if config.get("uid") is not None:
+        _drop_to(int(config["uid"]))
+    _limit(config.get("memory"), config.get("processes") if sandboxed else None)
+    for path in config.get("site") or ():
+        site.addsitedir(path)
     proto_in, proto_out = _private_pipes()
-    runner = Runner(memory)
+    runner = Runner(config.get("memory"), config.get("threads"))
     _send(proto_out, {"op": "ready", "pid": os.getpid()})
     for raw in proto_in:
         msg = json.loads(raw)
         reply = runner.run(msg) if msg.get("op") == "run" else {"status": "success", "outputs": []}
+        if sandboxed:
+            _end_strays()
         reply["id"] = msg.get("id")
-        try:
-            _send(proto_out, reply)
-        except (TypeError, ValueError, MemoryError) as exc:
-            _send(proto_out, {"id": msg.get("id"), "status": "error", "outputs": [
-                {"type": "error", "ename": type(exc).__name__, "evalue": f"could not send output: {exc}",
-                 "traceback": ""}]})
+        proto_out.write(_reply_bytes(reply, config.get("output_bytes")))
     return 0
 
 

@@ -1,54 +1,39 @@
-"""A notebook's subprocess kernel: one child Python process, one namespace, time and memory limits.
+"""A notebook's kernel: one sandboxed child Python process, one namespace, limits.
 
-The child (``child.py``) speaks JSON lines over its stdin/stdout. The parent side blocks in a
-worker thread on ``select`` with the run's deadline, so the kernel works under any event loop
-and across loops. When a run passes its time limit, or the caller is cancelled, the child's
-whole process group is killed; the next run starts a fresh child (``generation`` goes up and
-every variable is gone). The memory limit is ``RLIMIT_AS`` inside the child: allocation
-failures become ``MemoryError`` in the cell, and the kernel survives.
+The child (``child.py``) speaks JSON lines over its stdin/stdout; ``launch.py`` starts it
+(behind bubblewrap, in its own cgroup) and stops its whole process tree. The parent side
+blocks in a worker thread on ``select`` with the run's deadline, so the kernel works under
+any event loop and across loops. When a run passes its time limit, or the caller is
+cancelled, the tree is killed; the next run starts a fresh child (``generation`` goes up and
+every variable is gone). A reply larger than ``KernelLimits.output_bytes`` is not read: the
+kernel is killed instead, so a cell cannot fill the server's memory.
+
+A ``KernelPool`` (the manager's) may stop an idle kernel from another thread: it takes the
+channel away under ``_state_lock`` and only while nothing uses the kernel.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import select
-import signal
-import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-import anyio
-
-from ..errors import KernelError
+from ..aio import shielded
+from ..errors import KernelError, OutputTooLarge
+from .child import human_size
+from .config import KernelLimits, SandboxConfig
+from .launch import KernelProcess, explain_failure, launch
 from .model import Output, error_output
 
-CHILD = Path(__file__).with_name("child.py")
-CHILD_ENV_KEYS = ("PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TEMP", "TMP",
-                  "SYSTEMROOT")
-"""The only environment variables a kernel inherits: API keys and database URLs stay out of
-reach of the code the model writes. (The kernel is not a sandbox: it can still read files.)"""
-
-
-def child_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k in CHILD_ENV_KEYS}
-
-
-@dataclass(frozen=True, slots=True)
-class KernelLimits:
-    """Limits for one notebook's kernel (defaults documented here and nowhere else)."""
-
-    time_limit: float = 30.0
-    """Seconds one cell may run before the child is killed and restarted."""
-    memory_bytes: int | None = 2 * 1024**3
-    """Address-space limit of the child (``RLIMIT_AS``); ``None`` for no limit."""
-    start_timeout: float = 30.0
-    """Seconds to wait for a new child to say it is ready."""
+if TYPE_CHECKING:
+    from .pool import KernelPool
 
 
 @dataclass(slots=True)
@@ -63,9 +48,12 @@ class ExecResult:
 class _Channel:
     """The parent's end of one child's pipes. Closed by whoever finishes last with it."""
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, process: KernelProcess, max_line: int) -> None:
+        proc = process.proc
         assert proc.stdin is not None and proc.stdout is not None
+        self.process = process
         self.proc = proc
+        self.max_line = max_line
         self._stdin = proc.stdin
         self._stdout = proc.stdout
         self._buf = bytearray()
@@ -74,7 +62,8 @@ class _Channel:
         self._closing = False
 
     def exchange(self, msg: dict[str, Any] | None, deadline: float) -> dict[str, Any]:
-        """Send ``msg`` (if any) and wait for the next line. TimeoutError, EOFError, OSError."""
+        """Send ``msg`` (if any) and wait for the next line. TimeoutError, EOFError, OSError,
+        OutputTooLarge."""
         with self._lock:
             if self._closing:
                 raise EOFError("kernel channel closed")
@@ -98,6 +87,8 @@ class _Channel:
                 line = bytes(self._buf[:nl])
                 del self._buf[: nl + 1]
                 return line
+            if len(self._buf) > self.max_line:
+                raise OutputTooLarge(len(self._buf))
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
@@ -110,22 +101,13 @@ class _Channel:
             self._buf += chunk
 
     def kill(self) -> int | None:
-        """Kill the child's process group, reap it, and close the pipes once nobody reads them."""
-        if self.proc.returncode is None:  # not reaped yet, so the group id is still ours
-            with contextlib.suppress(OSError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        code = self._reap()
+        """Kill the child's whole tree, reap it, and close the pipes once nobody reads them."""
+        code = self.process.kill()
         with self._lock:
             self._closing = True
             if not self._busy:
                 self._close_files()
         return code
-
-    def _reap(self) -> int | None:
-        try:
-            return self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            return None
 
     def _close_files(self) -> None:
         for f in (self._stdin, self._stdout):
@@ -134,69 +116,92 @@ class _Channel:
 
 
 class Kernel:
-    """One child process and its namespace. Runs are serialised; start is lazy."""
+    """One child process tree and its namespace. Runs are serialised; start is lazy."""
 
-    def __init__(self, limits: KernelLimits | None = None, *, cwd: str | None = None,
-                 python: str = sys.executable, env: dict[str, str] | None = None) -> None:
+    def __init__(self, limits: KernelLimits | None = None, *, sandbox: SandboxConfig | None = None,
+                 cwd: str | None = None, python: str = sys.executable, pool: KernelPool | None = None) -> None:
         self.limits = limits or KernelLimits()
+        self.sandbox = sandbox or SandboxConfig()
         self.cwd = cwd
+        """Working directory of an unsandboxed kernel (the sandbox has its own)."""
         self.python = python
-        self.env = child_env() if env is None else env
+        self.pool = pool
         self.generation = 0
         """Rises each time a fresh child starts; a namespace belongs to one generation."""
         self._channel: _Channel | None = None
-        self._lock = anyio.Lock()
+        self._state_lock = threading.Lock()
+        self._lock = asyncio.Lock()
         self._seq = 0
         self.last_start_seconds: float | None = None
 
     @property
     def pid(self) -> int | None:
-        return self._channel.proc.pid if self._channel else None
+        channel = self._channel
+        return channel.proc.pid if channel else None
 
     @property
     def alive(self) -> bool:
-        return self._channel is not None and self._channel.proc.poll() is None
+        channel = self._channel
+        return channel is not None and channel.proc.poll() is None
 
-    async def start(self) -> None:
-        """Start the child if it is not running."""
+    async def start(self, deadline: float | None = None) -> None:
+        """Start the child if it is not running (waiting for room in the pool until
+        ``deadline``, a ``time.monotonic()`` value; by default the start timeout)."""
         async with self._lock:
-            await self._ensure_started()
+            await self._ensure_started(deadline or time.monotonic() + self.limits.start_timeout)
 
-    async def _ensure_started(self) -> None:
+    async def _ensure_started(self, deadline: float) -> None:
         if self.alive:
             return
-        if self._channel is not None:
-            self._channel.kill()
-            self._channel = None
-        self._channel = await anyio.to_thread.run_sync(self._spawn)
-        self.generation += 1
+        old = self.detach()
+        if old is not None:
+            await shielded(asyncio.to_thread(old.kill))
+        if self.pool is not None:
+            await self.pool.admit(self, deadline)
+        try:
+            channel = await shielded(asyncio.to_thread(self._spawn))
+        finally:
+            if self.pool is not None:
+                self.pool.admitted(self)
+        with self._state_lock:
+            self._channel = channel
+            self.generation += 1
 
     def _spawn(self) -> _Channel:
         started = time.monotonic()
-        args = [self.python, "-I", str(CHILD)]
-        if self.limits.memory_bytes:
-            args += ["--memory", str(self.limits.memory_bytes)]
-        proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                                cwd=self.cwd, env=self.env, start_new_session=True)
-        channel = _Channel(proc)
+        try:
+            process = launch(self.limits, self.sandbox, python=self.python, cwd=self.cwd)
+        except OSError as exc:
+            raise KernelError(f"the notebook kernel did not start: {exc}") from exc
+        channel = _Channel(process, self.limits.output_bytes)
         try:
             hello = channel.exchange(None, started + self.limits.start_timeout)
         except (TimeoutError, EOFError, OSError, ValueError) as exc:
             channel.kill()
-            raise KernelError(f"the notebook kernel did not start: {exc!r}") from exc
+            said = process.stderr_text()
+            raise explain_failure(said, self.sandbox) or KernelError(
+                f"the notebook kernel did not start: {said or repr(exc)}") from exc
         if hello.get("op") != "ready":
             channel.kill()
             raise KernelError(f"the notebook kernel sent {hello!r} instead of ready")
         self.last_start_seconds = time.monotonic() - started
         return channel
 
+    def check_start(self) -> float:
+        """Start a child and stop it at once (blocking); the seconds it took to say ready.
+        KernelError (SandboxUnavailable among them) when none starts."""
+        channel = self._spawn()
+        channel.kill()
+        return self.last_start_seconds or 0.0
+
     async def execute(self, code: str, language: Literal["python", "sql"] = "python", *,
                       filename: str = "<cell>", result_name: str | None = None,
                       time_limit: float | None = None) -> ExecResult:
-        """Run one cell. Never raises for the cell's own failures; KernelError if no child starts."""
+        """Run one cell. Never raises for the cell's own failures; KernelError (SandboxUnavailable
+        among them) if no child starts."""
         limit = self.limits.time_limit if time_limit is None else time_limit
         async with self._lock:
-            await self._ensure_started()
+            await self._ensure_started(time.monotonic() + max(limit, self.limits.start_timeout))
             channel = self._channel
             assert channel is not None
             self._seq += 1
@@ -204,13 +209,13 @@ class Kernel:
                    "filename": filename, "result_name": result_name}
             started = time.monotonic()
             try:
-                reply = await anyio.to_thread.run_sync(
-                    channel.exchange, msg, started + limit, abandon_on_cancel=True)
-            except anyio.get_cancelled_exc_class():
-                self._lose(channel)
+                # On cancel the await ends at once; the thread's read ends when the kernel is killed.
+                reply = await asyncio.to_thread(channel.exchange, msg, started + limit)
+            except asyncio.CancelledError:
+                await self._lose(channel)
                 raise
             except TimeoutError:
-                self._lose(channel)
+                await self._lose(channel)
                 err = error_output(
                     "TimeoutError",
                     f"The cell ran longer than the time limit of {limit:g} s and was stopped. "
@@ -218,33 +223,58 @@ class Kernel:
                 )
                 err["timed_out"] = True
                 return ExecResult("error", [err], time.monotonic() - started, restarted=True)
-            except (EOFError, OSError, ValueError) as exc:
-                code_ = self._lose(channel)
+            except OutputTooLarge:
+                await self._lose(channel)
                 return ExecResult("error", [error_output(
-                    "KernelDied",
-                    f"The kernel process ended while running this cell (exit status {code_}; "
-                    f"{exc}). It will restart on the next run with an empty namespace.")],
+                    "OutputTooLarge",
+                    f"The cell's output passed {human_size(self.limits.output_bytes)}, more than a cell "
+                    "may return, so the kernel was stopped and every variable is gone. Show less (a summary, "
+                    ".head(), fewer points), or write the data to a file.")],
                     time.monotonic() - started, restarted=True)
+            except (EOFError, OSError, ValueError) as exc:
+                code_ = await self._lose(channel)
+                return ExecResult("error", [error_output("KernelDied", self._death_note(channel, code_, exc))],
+                                  time.monotonic() - started, restarted=True)
             duration = time.monotonic() - started
         status: Literal["success", "error"] = "success" if reply.get("status") == "success" else "error"
         outputs = cast(list[Output], reply.get("outputs") or [])
         return ExecResult(status, outputs, duration)
 
-    def _lose(self, channel: _Channel) -> int | None:
-        if self._channel is channel:
-            self._channel = None
-        return channel.kill()
+    def _death_note(self, channel: _Channel, code: int | None, exc: BaseException) -> str:
+        group = channel.process.group
+        why = f"exit status {code}; {exc}"
+        if group is not None and group.oom_kills():
+            why = (f"it used more than its memory limit of {human_size(self.limits.memory_bytes or 0)}, so it "
+                   f"was killed; {why}")
+        return (f"The kernel process ended while running this cell ({why}). "
+                "It will restart on the next run with an empty namespace.")
+
+    def detach(self) -> _Channel | None:
+        """Take the channel away (the caller kills it); the next run starts a fresh child."""
+        with self._state_lock:
+            channel, self._channel = self._channel, None
+        return channel
+
+    async def _lose(self, channel: _Channel) -> int | None:
+        """Forget ``channel`` and kill its tree (in a thread: removing a cgroup can take a moment)."""
+        with self._state_lock:
+            if self._channel is channel:
+                self._channel = None
+        return await shielded(asyncio.to_thread(channel.kill))
 
     async def restart(self) -> None:
         """Throw the namespace away and start a fresh child."""
         async with self._lock:
-            if self._channel is not None:
-                self._lose(self._channel)
-            await self._ensure_started()
+            channel = self.detach()
+            if channel is not None:
+                await shielded(asyncio.to_thread(channel.kill))
+            await self._ensure_started(time.monotonic() + self.limits.start_timeout)
 
     async def aclose(self) -> None:
-        """Stop the child. Safe to call twice; a later run would start a new one."""
-        channel, self._channel = self._channel, None
+        """Stop the child's whole tree. Safe to call twice; a later run would start a new one."""
+        channel = self.detach()
         if channel is not None:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(channel.kill)
+            await shielded(asyncio.to_thread(channel.kill))
+
+
+

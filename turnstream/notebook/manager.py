@@ -18,11 +18,21 @@ which the server broadcasts over the session's WebSocket. Messages:
 * The full state, from ``state()`` (for a client that just connected, and the model)::
 
       {"type": "notebook_state", "session_id": str, "version": int,
-       "cells": [{...cell, "stale": bool, "defines": [...], "uses": [...], "depends_on": [...]}]}
+       "cells": [{...cell, "stale": bool, "defines": [...], "uses": [...], "depends_on": [...]}],
+       "sandbox": {"mode": "bubblewrap" | "off" | "unavailable", "network": bool,
+                   "limits": str, "warning": str | null}}
+
+  ``sandbox.warning`` is set when cells run without a sandbox, or cannot run at all (it says
+  why and what to do); the page shows it.
+
+Kernels are sandboxed (``SandboxConfig``), limited one by one (``KernelLimits``) and together
+(``PoolLimits``: a cap on live kernels, idle ones stopped). A stopped kernel's notebook keeps
+its cells and outputs; its next run starts a fresh kernel and re-runs what it needs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import logging
@@ -31,13 +41,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-import anyio
-
 from ..errors import KernelError
 from . import sqltext
+from .config import KernelLimits, PoolLimits, SandboxConfig
 from .graph import Graph, stale_cells
-from .kernel import ExecResult, Kernel, KernelLimits
+from .kernel import ExecResult, Kernel
 from .model import LANGUAGES, Cell, Language, Notebook, error_output, new_cell_id
+from .pool import KernelPool
+from .status import SandboxStatus, probe_sandbox
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -100,8 +111,8 @@ class RunReport:
 class _Entry:
     notebook: Notebook
     kernel: Kernel
-    run_lock: anyio.Lock = field(default_factory=anyio.Lock)
-    commit_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    run_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    commit_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class NotebookManager:
@@ -109,13 +120,30 @@ class NotebookManager:
 
     def __init__(self, persistence: NotebookPersistence | None = None,
                  on_change: ChangeListener | None = None, *, limits: KernelLimits | None = None,
+                 sandbox: SandboxConfig | None = None, pool: PoolLimits | None = None,
                  cwd: str | None = None) -> None:
         self.persistence = persistence
         self.on_change = on_change
         self.limits = limits or KernelLimits()
+        self.sandbox = sandbox or SandboxConfig()
         self.cwd = cwd
+        """Working directory of unsandboxed kernels (a sandboxed one has its own tmpfs)."""
+        self.pool = KernelPool(pool or PoolLimits(), self.limits.memory_bytes)
         self._entries: dict[str, _Entry] = {}
-        self._load_lock = anyio.Lock()
+        self._load_lock = asyncio.Lock()
+        self._status: SandboxStatus | None = None
+
+    def probe_sandbox(self) -> SandboxStatus:
+        """Start (and stop) one kernel to learn whether cells can run here, and how isolated.
+        Blocks for a moment the first time; remembered per process."""
+        self._status = probe_sandbox(self.sandbox, self.limits)
+        return self._status
+
+    async def sandbox_status(self) -> SandboxStatus:
+        if self._status is None:
+            await asyncio.to_thread(self.probe_sandbox)
+        assert self._status is not None
+        return self._status
 
     # loading -------------------------------------------------------------------------------
     async def _entry(self, session_id: str) -> _Entry:
@@ -129,7 +157,7 @@ class NotebookManager:
                 if self.persistence is not None:
                     doc = await _resolve(self.persistence.load_notebook(session_id))
                 nb = Notebook.from_doc(session_id, doc) if doc else Notebook(session_id)
-                entry = _Entry(nb, Kernel(self.limits, cwd=self.cwd))
+                entry = _Entry(nb, Kernel(self.limits, sandbox=self.sandbox, cwd=self.cwd, pool=self.pool))
                 self._entries[session_id] = entry
         return entry
 
@@ -144,9 +172,13 @@ class NotebookManager:
     # reading -------------------------------------------------------------------------------
     async def state(self, session_id: str, *, include_outputs: bool = True) -> dict[str, Any]:
         """The ``notebook_state`` message: every cell with its staleness and names."""
-        nb = await self.notebook(session_id)
+        entry = await self._entry(session_id)
+        nb = entry.notebook
         graph = Graph(nb.cells)
-        stale = stale_cells(nb.cells, graph, nb.ran_code, nb.live)
+        if entry.kernel.alive and entry.kernel.generation == nb.kernel_generation:
+            stale = stale_cells(nb.cells, graph, nb.ran_code, nb.live)
+        else:  # the kernel stopped (idle, evicted, timed out): nothing is live in it any more
+            stale = stale_cells(nb.cells, graph, {}, set())
         cells = []
         for cell in nb.cells:
             d = cell.to_dict(include_outputs=include_outputs)
@@ -154,8 +186,9 @@ class NotebookManager:
             d.update(stale=cell.id in stale, defines=sorted(names.defines), uses=sorted(names.uses),
                      depends_on=graph.deps[cell.id])
             cells.append(d)
+        status = await self.sandbox_status()
         return {"type": "notebook_state", "session_id": session_id, "version": nb.version,
-                "cells": cells}
+                "cells": cells, "sandbox": status.to_dict()}
 
     # editing -------------------------------------------------------------------------------
     async def create_cell(self, session_id: str, code: str, language: Language = "python",
@@ -200,52 +233,68 @@ class NotebookManager:
         deadline = started + budget
         report = RunReport(cell={})
         async with entry.run_lock:
-            graph = Graph(nb.cells)
-            failed: dict[str, str] = {}  # cell id -> the cell whose failure it carries
-            for cid in [*graph.upstream(cell_id), cell_id]:
-                cell = nb.find(cid)
-                if cell is None:  # deleted while we ran
-                    continue
-                root = next((failed[d] for d in graph.deps.get(cid, []) if d in failed), None)
-                if root is not None:
-                    failed[cid] = root
-                    report.blocked.append(cid)
-                    cell.status, cell.blocked_by, cell.outputs = "blocked", root, []
-                    await self._commit(entry, "cell_status", cell.to_dict())
-                    continue
-                await self._sync_generation(entry)
-                if cid != cell_id and cid not in stale_cells(nb.cells, Graph(nb.cells), nb.ran_code,
-                                                             nb.live):
-                    continue
-                ok = await self._run_one(entry, cell, deadline, budget)
-                if cid != cell_id:
-                    report.ran_upstream.append(cid)
-                if not ok:
-                    failed[cid] = cid
+            with self.pool.using(entry.kernel):
+                await self._run_chain(entry, cell_id, deadline, budget, report)
         target = nb.find(cell_id)
         report.cell = target.to_dict() if target else {"id": cell_id, "status": "deleted"}
         report.duration = time.monotonic() - started
         return report
 
-    async def _sync_generation(self, entry: _Entry) -> None:
-        """Forget what ran in an earlier kernel: its names are gone."""
+    async def _run_chain(self, entry: _Entry, cell_id: str, deadline: float, budget: float,
+                         report: RunReport) -> None:
+        """Run ``cell_id`` after its stale upstream cells; a failure blocks what depends on it."""
+        nb = entry.notebook
+        graph = Graph(nb.cells)
+        failed: dict[str, str] = {}  # cell id -> the cell whose failure it carries
+        for cid in [*graph.upstream(cell_id), cell_id]:
+            cell = nb.find(cid)
+            if cell is None:  # deleted while we ran
+                continue
+            root = next((failed[d] for d in graph.deps.get(cid, []) if d in failed), None)
+            if root is not None:
+                failed[cid] = root
+                report.blocked.append(cid)
+                cell.status, cell.blocked_by, cell.outputs = "blocked", root, []
+                await self._commit(entry, "cell_status", cell.to_dict())
+                continue
+            start_error = await self._sync_generation(entry, deadline)
+            if start_error is not None:  # no kernel: the target says why, nothing else runs
+                target = nb.find(cell_id)
+                if target is not None:
+                    await self._run_one(entry, target, deadline, budget, start_error)
+                return
+            if cid != cell_id and cid not in stale_cells(nb.cells, Graph(nb.cells), nb.ran_code, nb.live):
+                continue
+            ok = await self._run_one(entry, cell, deadline, budget, None)
+            if cid != cell_id:
+                report.ran_upstream.append(cid)
+            if not ok:
+                failed[cid] = cid
+
+    async def _sync_generation(self, entry: _Entry, deadline: float) -> KernelError | None:
+        """Start the kernel if needed and forget what ran in an earlier one: its names are
+        gone. A kernel that cannot start is reported by the cell that needed it."""
         nb, kernel = entry.notebook, entry.kernel
         try:
-            await kernel.start()
-        except KernelError:
-            return  # reported by the run that needs it
+            await kernel.start(deadline)
+        except KernelError as exc:
+            return exc
         if kernel.generation != nb.kernel_generation:
             nb.live.clear()
             nb.ran_code.clear()
             nb.kernel_generation = kernel.generation
+        return None
 
-    async def _run_one(self, entry: _Entry, cell: Cell, deadline: float, budget: float) -> bool:
+    async def _run_one(self, entry: _Entry, cell: Cell, deadline: float, budget: float,
+                       start_error: KernelError | None) -> bool:
         nb = entry.notebook
         code, language = cell.code, cell.language
         cell.status, cell.blocked_by = "running", None
         await self._commit(entry, "cell_status", cell.to_dict())
         left = deadline - time.monotonic()
-        if left <= 0:
+        if start_error is not None:  # SandboxUnavailable says why no cell can run, and what to do
+            result = ExecResult("error", [error_output(type(start_error).__name__, str(start_error))])
+        elif left <= 0:
             result = ExecResult("error", [error_output(
                 "TimeoutError", f"Not run: the run's time budget of {budget:g} s was used up (by "
                 "the cells it depends on, or by another run it waited for). Run it again.")])
@@ -256,7 +305,7 @@ class NotebookManager:
                     result_name=sqltext.result_name(code) if language == "sql" else None,
                     time_limit=min(self.limits.time_limit, left))
             except KernelError as exc:
-                result = ExecResult("error", [error_output("KernelError", str(exc))])
+                result = ExecResult("error", [error_output(type(exc).__name__, str(exc))])
         if result.restarted:
             nb.live.clear()
             nb.ran_code.clear()
@@ -296,10 +345,12 @@ class NotebookManager:
         """Stop the session's kernel and forget the notebook (its document stays saved)."""
         entry = self._entries.pop(session_id, None)
         if entry is not None:
+            self.pool.forget(entry.kernel)
             await entry.kernel.aclose()
 
     async def aclose(self) -> None:
         """Stop every kernel."""
         entries, self._entries = list(self._entries.values()), {}
+        self.pool.close()
         for entry in entries:
             await entry.kernel.aclose()

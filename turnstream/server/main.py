@@ -41,7 +41,7 @@ GC_GEN0 = 20_000
 """Allocations between young collections while serving (Python's default is 700)."""
 
 if TYPE_CHECKING:
-    from ..notebook import NotebookManager
+    from ..notebook import KernelLimits, NotebookManager, PoolLimits, SandboxConfig
 
 log = logging.getLogger("turnstream.server")
 
@@ -103,7 +103,7 @@ async def _run(settings: Settings) -> int:
     beat: asyncio.Task[None] | None = None
     try:
         await bus.start()
-        state = AppState(settings=settings, store=store, bus=bus, notebooks=_notebooks(store, bus))
+        state = AppState(settings=settings, store=store, bus=bus, notebooks=_notebooks(store, bus, settings))
         state.provider(model)  # fail now, not on the first message, when the model is unusable
         taken = await state.turns.sweep()  # turns a dead process left running: continued (or ended) here
         if taken:
@@ -191,7 +191,7 @@ def _signals_end_serving() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _notebooks(store: Store, bus: Bus) -> NotebookManager | None:
+def _notebooks(store: Store, bus: Bus, settings: Settings) -> NotebookManager | None:
     try:
         from ..notebook import NotebookManager
     except ImportError:  # the notebook extra is not installed
@@ -207,7 +207,24 @@ def _notebooks(store: Store, bus: Bus) -> NotebookManager | None:
         slim["truncated"] = True
         bus.publish_message(session_id, message, fallback=slim)
 
-    return NotebookManager(store, on_change=broadcast)
+    sandbox, limits, pool = notebook_config(settings)
+    manager = NotebookManager(store, on_change=broadcast, sandbox=sandbox, limits=limits, pool=pool)
+    print(manager.probe_sandbox().summary(), flush=True)  # a warning when cells run unsandboxed or cannot run
+    return manager
+
+
+def notebook_config(settings: Settings) -> tuple[SandboxConfig, KernelLimits, PoolLimits]:
+    """The notebook kernels' settings (their defaults: ``turnstream/notebook/config.py``)."""
+    from ..notebook import KernelLimits, PoolLimits, SandboxConfig
+
+    sandbox = SandboxConfig(mode="bubblewrap" if settings.notebook_sandbox else "off",
+                            network=settings.notebook_network)
+    limits = (KernelLimits() if settings.kernel_memory_mb is None
+              else KernelLimits(memory_bytes=settings.kernel_memory_mb * 1024**2))
+    pool = PoolLimits(max_kernels=settings.max_kernels)
+    if settings.kernel_idle_timeout is not None:
+        pool = PoolLimits(max_kernels=settings.max_kernels, idle_timeout=settings.kernel_idle_timeout or None)
+    return sandbox, limits, pool
 
 
 def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -387,7 +387,8 @@ class PostgresStore:
         params: dict[str, Any] = {"tid": turn_id, "seq": seq, "status": status, "runner": self.runner_id,
                                   "step": step, "type": btype, "text": text, "content": content}
         sql = self._APPEND_BLOCK
-        if isinstance(block, ToolResultBlock):
+        # (A ledger row's id never holds NUL, which PostgreSQL text cannot: such a result has none.)
+        if isinstance(block, ToolResultBlock) and "\x00" not in block.tool_use_id:
             sql = self._APPEND_RESULT
             params |= {"now": time.time(), "is_error": block.is_error, "call": block.tool_use_id}
         await self._guarded(self._events(sql, params, pending, event), params)

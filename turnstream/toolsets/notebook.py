@@ -132,7 +132,8 @@ def run_result(report: RunReport) -> dict[str, Any]:
 @tool(timeout=RUN_TIMEOUT + 5)
 async def run_cell(ctx: ToolContext, cell_id: str) -> dict[str, Any]:
     """Run a cell, first running the stale cells it depends on. Waits up to 30 s; a cell that
-    runs longer is stopped and the kernel restarts with an empty namespace.
+    runs longer is stopped and the kernel restarts with an empty namespace. The kernel runs in a
+    sandbox, usually without network access; files it writes last as long as the kernel.
 
     Args:
         cell_id: The cell to run.

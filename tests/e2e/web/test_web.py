@@ -51,6 +51,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv.stop()
 
 
+@pytest.fixture(scope="module")
+def server_without_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """``turnstream serve`` with no ``bwrap`` on its PATH: no notebook cell can run."""
+    _ensure_tools()
+    empty = tmp_path_factory.mktemp("no-bwrap")
+    srv = start_server(tmp_path_factory.mktemp("web-no-sandbox"), env={"PATH": str(empty)})
+    yield srv
+    srv.stop()
+
+
 def _run(server: Server, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TURNSTREAM_URL": server.url.rstrip("/"),
@@ -115,3 +125,7 @@ def test_second_tab_sees_notebook_live(server: Server) -> None:
 
 def test_sessions_keyboard(server: Server) -> None:
     _run(server, "sessions can be created")
+
+
+def test_notebook_says_why_no_cell_runs_without_a_sandbox(server_without_sandbox: Server) -> None:
+    _run(server_without_sandbox, "the notebook pane says why no cell can run")

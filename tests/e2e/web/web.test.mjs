@@ -532,3 +532,20 @@ test("sessions can be created, switched and deleted from the keyboard", async ()
     await context.close();
   }
 });
+
+// Run against a server that cannot start a sandbox (test_web.py starts one without bubblewrap).
+test("the notebook pane says why no cell can run when there is no sandbox", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("No sandbox");
+    const page = await openPage(context, session.id);
+    await page.waitForSelector(".sandbox-warning:not([hidden])");
+    const warning = await page.textContent(".sandbox-warning");
+    assert.match(warning, /^No notebook cell can run: bubblewrap \(bwrap\)/);
+    assert.match(warning, /apt install bubblewrap/);
+    await shot(page, "no-sandbox");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});

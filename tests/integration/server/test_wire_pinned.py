@@ -102,6 +102,9 @@ def record(server: Server, models: dict[str, str]) -> dict[str, bytes]:
             with c.stream("GET", events_url) as r:
                 replay = _read_sse(r)
             frames = _ws_until_complete(ws)
+            hello = json.loads(frames[0])
+            hello["notebook"].pop("sandbox", None)  # what isolates kernels differs by machine
+            frames[0] = json.dumps(hello, separators=(",", ":"))
         ids = {sid: b"SESSION", turn_id: b"TURN"}
         out["sse_live.txt"] = sse + b"\n--- after the client tool's result ---\n" + second + \
             b"\n--- after the approval ---\n" + third

@@ -1,8 +1,9 @@
 // The notebook pane: one card per cell (code, status badge, outputs), kept in step with
 // the server's WebSocket messages:
-//   {"type": "notebook_state", "version", "cells": [cell, ...]}   the whole notebook
-//   {"type": "notebook", "version", "change", "cell", "index"?}     one change
-// where change is cell_created | cell_updated | cell_deleted | cell_status | cell_output.
+//   {"type": "notebook_state", "version", "cells": [cell, ...], "sandbox"}   the whole notebook
+//   {"type": "notebook", "version", "change", "cell", "index"?}                one change
+// where change is cell_created | cell_updated | cell_deleted | cell_status | cell_output, and
+// sandbox.warning (when set) says that cells run unsandboxed or cannot run, and why.
 
 const STATUS_LABELS = {
   idle: "idle",
@@ -137,6 +138,7 @@ export class NotebookView {
     this.list = root.querySelector(".cells");
     this.empty = root.querySelector(".notebook-empty");
     this.counter = root.querySelector(".notebook-count");
+    this.warning = root.querySelector(".sandbox-warning");
     this.onStatus = onStatus || (() => {});
     this.cells = new Map(); // id -> {data, node}
     this.version = -1;
@@ -163,6 +165,7 @@ export class NotebookView {
   apply(msg) {
     if (msg.type === "notebook_state") {
       this.setState(msg.cells || [], msg.version);
+      this.showSandbox(msg.sandbox);
       return;
     }
     if (msg.type !== "notebook") return;
@@ -179,6 +182,14 @@ export class NotebookView {
     if (msg.version !== undefined) this.version = msg.version;
     this.refreshEmpty();
     this.onStatus(msg);
+  }
+
+  // A line above the cells when kernels run without a sandbox, or cannot run at all.
+  showSandbox(sandbox) {
+    if (!this.warning) return;
+    const text = sandbox?.warning || "";
+    this.warning.textContent = text;
+    this.warning.hidden = !text;
   }
 
   refreshEmpty() {
