@@ -92,6 +92,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     _flag(s, "port", d, type_=int)
     _flag(s, "db", d)
     _flag(s, "model", d)
+    _flag(s, "tools", d)
     s.set_defaults(fn=_cmd_serve)
 
     c = sub.add_parser("chat", help="terminal chat")

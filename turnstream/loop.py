@@ -71,6 +71,11 @@ database gone): the turn is held, and ended as soon as the store takes writes ag
 MAY_HAVE_RUN = ("This call may already have run: the server running the turn stopped while it ran. "
                 "Approve to run it again, deny to go on without it.")
 RESTARTED = "the process running the turn stopped; this step is requested again"
+TAKEOVER_GAP = 1_000_000
+"""How far a runner that takes a turn over moves its event numbers past the last stored one.
+The runner that died sent live events (deltas) numbered past its last stored event, and a
+client may have seen them: the next numbers must stay above any it could have used, or a
+client resuming from such an id would skip the new events (``n`` may have gaps)."""
 
 
 @dataclass(slots=True)
@@ -207,18 +212,26 @@ class TurnRunner:
 
         async def prelude(executor: ToolExecutor) -> bool:
             rec = await self._load_context()
+            rec.n += TAKEOVER_GAP
             last = rec.steps
             self._step = last
             unanswered = rec.unanswered()
             started = {c.tool_use_id: c for c in await self.store.tool_calls(turn_id)}
             if unanswered and any(c.tool_use_id in started for c in unanswered):
                 return await self._resume_calls(executor, unanswered, started)
+            # The highest step that began streaming (a step with no finished block yet has
+            # only its step_start stored), and whether the last one with blocks had ended.
+            began = max((ev.step for ev in map(StoredEvent.event, await self.store.events_after(turn_id, 0))
+                         if isinstance(ev, StepStart)), default=0)
             last_calls = [b for b in rec.blocks if isinstance(b, ToolUseBlock) and b.step == last]
-            if last and (unanswered or not last_calls):
-                await self.store.discard_step(turn_id, last)
-                rec.blocks = [b for b in rec.blocks if b.step != last]
-                self._step = last - 1
-                await rec.emit(StepRestart(step=last, reason=RESTARTED))
+            if last_calls and not unanswered and began <= last:
+                return False  # the step ended and its calls are answered: the next one starts
+            step = max(last, began)
+            if step:
+                await self.store.discard_step(turn_id, step)
+                rec.blocks = [b for b in rec.blocks if b.step != step]
+                self._step = step - 1
+                await rec.emit(StepRestart(step=step, reason=RESTARTED))
             return False
 
         return await self._drive(prelude)

@@ -151,6 +151,8 @@ SETTINGS: tuple[Setting, ...] = (
             DatabaseURL.parse, "--db", ("serve", "replay", "users")),
     Setting("model", "TURNSTREAM_MODEL", "provider:model; without it, from the API key that is set, else the "
             "offline demo", str, "--model", ("serve", "chat")),
+    Setting("tools", "TURNSTREAM_TOOLS", "server tools added to every session: package.module:NAME, a list of "
+            "@tool functions", str, "--tools"),
     Setting("host", "TURNSTREAM_HOST", "the address to listen on", str, "--host"),
     Setting("port", "TURNSTREAM_PORT", "the port to listen on (0 picks a free one)", int, "--port"),
     Setting("allowed_origins", "TURNSTREAM_ALLOWED_ORIGINS", "origins allowed on the WebSocket besides the "
@@ -207,6 +209,7 @@ class Settings:
     db: DatabaseURL = field(default_factory=lambda: DatabaseURL.parse(DEFAULT_DB))
     model: str = ""
     """The configured model ("" when none: see ``default_model``)."""
+    tools: str = ""
     host: str = "127.0.0.1"
     port: int = 8000
     allowed_origins: tuple[str, ...] = ()

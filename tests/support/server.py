@@ -50,10 +50,10 @@ class Server:
     """API keys of this server's users (the login key, and those ``add_user`` made): none may
     ever appear in its log, which ``stop`` checks."""
 
-    def client(self, key: str | None = None, **kw: Any) -> httpx.Client:
+    def client(self, key: str | None = None, *, timeout: float = 30.0, **kw: Any) -> httpx.Client:
         k = self.key if key is None else key
         headers = {"Authorization": f"Bearer {k}"} if k else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=httpx.Timeout(30.0), **kw)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=httpx.Timeout(timeout), **kw)
 
     def add_user(self, name: str, workdir: Path) -> str:
         """A new user of this server's database; returns its key (and watches for it in the log)."""

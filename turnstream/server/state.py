@@ -57,11 +57,17 @@ class AppState:
     turns: TurnManager = field(init=False)
     auth: Authenticator = field(init=False)
     _providers: dict[str, Provider] = field(default_factory=dict)
+    extra_tools: list[Tool] = field(default_factory=list)
+    """The operator's own server tools (``--tools``), in every session's toolset."""
 
     def __post_init__(self) -> None:
         from .admission import Admission
         from .turns import TurnManager
 
+        if self.settings.tools and not self.extra_tools:
+            from ..tools.loading import load_tools
+
+            self.extra_tools = load_tools(self.settings.tools)
         admission = Admission(max_lag=self.settings.admit_max_lag, max_wait=self.settings.admit_max_wait)
         self.turns = TurnManager(self.store, self.bus, self.config_for, admission=admission,
                                  takeover=self.settings.takeover, sweep_interval=self.settings.sweep_interval,
@@ -95,7 +101,7 @@ class AppState:
         return None
 
     def config_for(self, session: Session) -> RunConfig:
-        tools = toolset_tools(session.toolset, notebooks_available=self.notebooks is not None)
+        tools = [*toolset_tools(session.toolset, notebooks_available=self.notebooks is not None), *self.extra_tools]
         deps: dict[str, Any] = {}
         system = None
         if self.notebooks is not None and any(t.name == "run_cell" for t in tools):

@@ -49,6 +49,8 @@ from .admission import Admission
 log = logging.getLogger("turnstream.server.turns")
 
 FAILED = "Not run: the turn failed before this call finished ({reason})."
+CANCEL_WAIT = 5.0
+"""Seconds a cancel request waits for the turn to end before it answers ``cancelling``."""
 
 
 @dataclass(slots=True, eq=False)
@@ -275,16 +277,17 @@ class TurnManager:
 
     # cancelling --------------------------------------------------------------------------
     async def cancel(self, session_id: str, turn_id: str) -> str | None:
-        """Cancel a turn wherever it runs. Returns ``cancelled`` (done here),
-        ``cancelling`` (asked the process that runs it), or None when the turn is not open."""
-        if await self._cancel_local(turn_id):
-            return "cancelled"
+        """Cancel a turn wherever it runs. Returns ``cancelled`` (done here), ``cancelling``
+        (asked the process that runs it, or the turn ends once the store takes writes again),
+        or None when the turn is not open."""
+        if (local := await self._cancel_local(turn_id)) is not None:
+            return local
         turn = await self.store.get_turn(turn_id)
         if turn is None:
             return None
         if turn.status == "running" and turn_id in await self.sweep():  # its process was gone
-            if await self._cancel_local(turn_id):
-                return "cancelled"
+            if (local := await self._cancel_local(turn_id)) is not None:
+                return local
             turn = await self.store.get_turn(turn_id)
             if turn is None:
                 return None
@@ -293,8 +296,8 @@ class TurnManager:
                 await close_out_stored(self.store, turn_id, "cancelled", CANCELLED,
                                        on_event=self._publisher(session_id))
                 return "cancelled"
-            if await self._cancel_local(turn_id):  # resumed here meanwhile
-                return "cancelled"
+            if (local := await self._cancel_local(turn_id)) is not None:  # resumed here meanwhile
+                return local
             turn = await self.store.get_turn(turn_id)
             if turn is None:
                 return None
@@ -303,14 +306,19 @@ class TurnManager:
             return "cancelling"
         return None
 
-    async def _cancel_local(self, turn_id: str) -> bool:
+    async def _cancel_local(self, turn_id: str) -> str | None:
+        """Cancel a turn driven here: ``cancelled`` once it has ended, ``cancelling`` if it has
+        not after ``CANCEL_WAIT`` seconds (its end waits for the store); None if not here."""
         live = self._live.get(turn_id)
         if live is None:
-            return False
+            return None
         live.cancelled = True
         live.runner.cancel()
-        await live.done.wait()
-        return True
+        try:
+            await asyncio.wait_for(asyncio.shield(live.done.wait()), CANCEL_WAIT)
+        except TimeoutError:
+            return "cancelling"
+        return "cancelled"
 
     async def _on_control(self, action: str, turn_id: str) -> None:
         if action == "cancel" and turn_id in self._live:

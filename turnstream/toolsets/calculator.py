@@ -194,7 +194,7 @@ def format_number(value: Number) -> str:
 # under a millisecond, and a worker-thread hop (what a plain function gets) cost the server
 # more CPU than the arithmetic (1.4 % of its samples at 1,000 concurrent turns, in the
 # thread hand-off alone).
-@tool(timeout=5)
+@tool(timeout=5, idempotent=True)
 async def calculator(expression: str) -> str:
     """Evaluate an arithmetic expression exactly as Python would, for example '(2 + 3) * 4 / 7'.
 

@@ -140,7 +140,7 @@ def make_file_tools(root: Path) -> list[Tool]:
     if not real_root.is_dir():
         raise NotADirectoryError(f"root {root} is not a directory")
 
-    @tool(timeout=10)
+    @tool(timeout=10, idempotent=True)
     def list_directory(path: str = ".") -> str:
         """List the entries of a directory: sorted, directories end in '/', files show their size.
 
@@ -149,7 +149,7 @@ def make_file_tools(root: Path) -> list[Tool]:
         """
         return _list_directory(real_root, path)
 
-    @tool(timeout=10)
+    @tool(timeout=10, idempotent=True)
     def read_file(path: str) -> str:
         """Read a UTF-8 text file; files over 64 KB are cut short with a note.
 

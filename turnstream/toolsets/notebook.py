@@ -60,7 +60,7 @@ def _outputs(cell: dict[str, Any]) -> list[dict[str, Any]]:
     return [compact_output(o) for o in cell.get("outputs") or []]
 
 
-@tool
+@tool(idempotent=True)
 async def get_notebook_state(ctx: ToolContext, include_outputs: bool = False) -> dict[str, Any]:
     """List the notebook's cells in order: id, language, code, status, whether each is stale,
     the names it defines and uses, and the cells it depends on.
@@ -100,7 +100,7 @@ async def create_cell(ctx: ToolContext, code: str, language: Literal["python", "
             "status": cell.status}
 
 
-@tool
+@tool(idempotent=True)
 async def update_cell(ctx: ToolContext, cell_id: str, code: str) -> dict[str, Any]:
     """Replace a cell's code. Nothing runs; the cell and the cells using its names become stale.
 
@@ -129,7 +129,9 @@ def run_result(report: RunReport) -> dict[str, Any]:
     return result
 
 
-@tool(timeout=RUN_TIMEOUT + 5)
+# Running a cell again after a restart is what the dependency graph does anyway (the kernel's
+# namespace is gone), and its effects stay inside the kernel's sandbox: safe to repeat.
+@tool(timeout=RUN_TIMEOUT + 5, idempotent=True)
 async def run_cell(ctx: ToolContext, cell_id: str) -> dict[str, Any]:
     """Run a cell, first running the stale cells it depends on. Waits up to 30 s; a cell that
     runs longer is stopped and the kernel restarts with an empty namespace. The kernel runs in a
@@ -142,7 +144,7 @@ async def run_cell(ctx: ToolContext, cell_id: str) -> dict[str, Any]:
     return run_result(report)
 
 
-@tool(requires_approval=True)
+@tool(requires_approval=True, idempotent=True)
 async def delete_cell(ctx: ToolContext, cell_id: str) -> dict[str, Any]:
     """Delete a cell from the notebook (the user must approve).
 

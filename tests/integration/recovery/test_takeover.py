@@ -1,0 +1,278 @@
+"""No turn is ever stuck (issue 13): real ``turnstream serve`` processes on SQLite and PostgreSQL,
+the model played by the mock provider over HTTP (which refuses any request the real API would,
+so every follow-up request is checked), killed and stopped at known moments.
+
+* ``kill -9`` while a tool runs, then a new server on the same database: the turn goes on by
+  itself. An idempotent tool runs again with the same idempotency key; any other asks the user
+  (approve runs it again, deny goes on without it).
+* Two servers on one PostgreSQL database, ``kill -9`` of the one running a turn: the other takes
+  it over with no restart, within the 5 s the test allows.
+* SIGTERM with a second server: the stopping one ends its stream with ``reconnect``; the client
+  follows from its Last-Event-ID on the other and gets the rest, no gap, no duplicate.
+* The database's disk full mid-turn: the turn is held (its stream told so), a new session is a
+  503 (never a 500), a cancel is answered at once, and once space is back the turn ends
+  cancelled; nothing acknowledged is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.mock_provider import MockHandle
+from tests.support.pg import scratch_schema_sync
+from tests.support.server import Event, Server, new_session, sse, start_server
+
+REPO = Path(__file__).resolve().parents[3]
+TOOLS = "tests.integration.recovery.takeover_tools:TOOLS"
+SLOW_TEXT = "This answer streams slowly, a few characters at a time, so a process can stop mid-way. " * 4
+
+
+def _text(t: str) -> dict[str, Any]:
+    return {"type": "text", "text": t}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'turns.db'}"
+        return
+    with scratch_schema_sync(request.getfixturevalue("pg_url"), "takeover") as url:
+        yield url
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    d = tmp_path / "takeover"
+    d.mkdir()
+    os.mkfifo(d / "started")
+    os.mkfifo(d / "never")
+    return d
+
+
+def serve(tmp_path: Path, db: str, mock: MockHandle, folder: Path, name: str = "server",
+          **env: str) -> Server:
+    return start_server(tmp_path, db=db, name=name, env={
+        "ANTHROPIC_BASE_URL": mock.base_url, "ANTHROPIC_API_KEY": "test-key", "TURNSTREAM_TOOLS": TOOLS,
+        "PYTHONPATH": str(REPO), "TURNSTREAM_TEST_TAKEOVER_DIR": str(folder),
+        "TURNSTREAM_KEY_FILE": str(tmp_path / "login.key"), **env})  # one login key: one user on every server
+
+
+def wait_started(folder: Path, timeout: float = 30.0) -> str:
+    """The line a tool writes to the FIFO ``started`` when it begins (bounded wait)."""
+    fd = os.open(folder / "started", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        deadline = time.monotonic() + timeout
+        data = b""
+        while not data.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise AssertionError("the tool did not start")
+            data += os.read(fd, 100)
+        return data.decode().strip()
+    finally:
+        os.close(fd)
+
+
+def runs(folder: Path) -> list[dict[str, Any]]:
+    log = folder / "runs.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def follow(server: Server, sid: str, tid: str, last_id: str, timeout: float = 30.0) -> list[Event]:
+    """The turn's events after ``last_id``, from ``server``, up to its ``turn_complete``."""
+    with server.client(timeout=timeout) as c, sse(c, "GET", f"/api/sessions/{sid}/turns/{tid}/events",
+                                                  headers={"Last-Event-ID": last_id}) as s:
+        return s.rest()
+
+
+def kill_9(server: Server) -> None:
+    server.proc.kill()
+    server.proc.wait(10)
+    server.stop()
+
+
+@pytest.mark.parametrize("tool", ["charge_once", "send_email"])
+def test_kill_9_while_a_tool_runs_then_restart(tmp_path: Path, db: str, mock_provider: MockHandle,
+                                               folder: Path, tool: str, scenario_name: str) -> None:
+    args = {"amount": 30} if tool == "charge_once" else {"to": "ann@example.com"}
+    model = mock_provider.scenario(scenario_name, {"steps": [
+        {"blocks": [_text("On it."), {"type": "tool_use", "name": tool, "input": args}]},
+        {"blocks": [_text("Result: {{last}}")]}]})
+    srv = serve(tmp_path, db, mock_provider, folder, TURNSTREAM_MODEL=f"anthropic:{model}")
+    with srv.client() as c:
+        sid = new_session(c, toolset="none")
+        with sse(c, "POST", f"/api/sessions/{sid}/turns", json={"message": "go"}) as s:
+            seen = s.until("block_stop") + s.until("block_stop")  # the text, then the call
+            assert wait_started(folder) == tool
+            kill_9(srv)
+    tid, last_id = seen[0].data["turn_id"], seen[-1].id
+    srv = serve(tmp_path, db, mock_provider, folder, name="restarted", TURNSTREAM_MODEL=f"anthropic:{model}")
+    try:
+        rest = follow(srv, sid, tid, last_id)
+        if tool == "charge_once":
+            # Taken over at start: the idempotent call ran again, with the same key.
+            assert rest[-1].data["status"] == "complete"
+            first, again = runs(folder)
+            assert first["key"] == again["key"] == f"{tid}:{seen[-1].data['block']['tool_use_id']}"
+            assert first["pid"] != again["pid"]
+            assert "done (attempt 2)" in rest[-2].data["block"]["text"]
+            return
+        # Not idempotent: the user is asked, told it may have run.
+        assert rest[-1].data["status"] == "awaiting_client" and len(runs(folder)) == 1
+        request = next(e for e in rest if e.event == "tool_request")
+        assert request.data["requires_approval"] and "may already have run" in request.data["note"]
+        with srv.client() as c:
+            r = c.post(f"/api/sessions/{sid}/tool-results",
+                       json={"tool_use_id": request.data["tool_use_id"], "approved": True})
+            assert r.json()["resumed"] is True
+        final = follow(srv, sid, tid, rest[-1].id)
+        assert final[-1].data["status"] == "complete" and len(runs(folder)) == 2
+        assert "send_email done (attempt 2)" in final[-2].data["block"]["text"]
+    finally:
+        srv.stop()
+
+
+def test_a_denied_repeat_goes_on_without_the_call(tmp_path: Path, mock_provider: MockHandle, folder: Path,
+                                                  scenario_name: str) -> None:
+    db = f"sqlite:///{tmp_path / 'turns.db'}"
+    model = mock_provider.scenario(scenario_name, {"steps": [
+        {"blocks": [{"type": "tool_use", "name": "send_email", "input": {"to": "bob@example.com"}}]},
+        {"blocks": [_text("Then: {{last}}")]}]})
+    srv = serve(tmp_path, db, mock_provider, folder, TURNSTREAM_MODEL=f"anthropic:{model}")
+    with srv.client() as c:
+        sid = new_session(c, toolset="none")
+        with sse(c, "POST", f"/api/sessions/{sid}/turns", json={"message": "go"}) as s:
+            seen = s.until("block_stop")
+            wait_started(folder)
+            kill_9(srv)
+    tid = seen[0].data["turn_id"]
+    srv = serve(tmp_path, db, mock_provider, folder, name="restarted", TURNSTREAM_MODEL=f"anthropic:{model}")
+    try:
+        rest = follow(srv, sid, tid, seen[-1].id)
+        request = next(e for e in rest if e.event == "tool_request")
+        with srv.client() as c:
+            c.post(f"/api/sessions/{sid}/tool-results",
+                   json={"tool_use_id": request.data["tool_use_id"], "approved": False}).raise_for_status()
+        final = follow(srv, sid, tid, rest[-1].id)
+        assert final[-1].data["status"] == "complete" and len(runs(folder)) == 1  # not run again
+        result = next(e for e in final if e.event == "block_stop" and e.data["block"]["type"] == "tool_result")
+        assert result.data["block"]["is_error"] and "may already have run" in result.data["block"]["content"]
+    finally:
+        srv.stop()
+
+
+@pytest.mark.postgres
+def test_a_second_server_takes_a_dead_ones_turn_over(tmp_path: Path, pg_url: str, mock_provider: MockHandle,
+                                                     folder: Path, scenario_name: str) -> None:
+    model = mock_provider.scenario(scenario_name, {"steps": [
+        {"blocks": [_text("Charging."), {"type": "tool_use", "name": "charge_once", "input": {"amount": 5}}]},
+        {"blocks": [_text("Charged: {{last}}")]}]})
+    with scratch_schema_sync(pg_url, "takeover") as db:
+        a = serve(tmp_path, db, mock_provider, folder, name="a", TURNSTREAM_MODEL=f"anthropic:{model}")
+        b = serve(tmp_path, db, mock_provider, folder, name="b", TURNSTREAM_MODEL=f"anthropic:{model}")
+        try:
+            with a.client() as c:
+                sid = new_session(c, toolset="none")
+                with sse(c, "POST", f"/api/sessions/{sid}/turns", json={"message": "go"}) as s:
+                    seen = s.until("block_stop") + s.until("block_stop")
+                    wait_started(folder)
+                    kill_9(a)
+            # b was running all along: it sees a's liveness lock gone and takes the turn over.
+            rest = follow(b, sid, seen[0].data["turn_id"], seen[-1].id, timeout=5)
+            assert rest[-1].data["status"] == "complete"
+            assert [r["pid"] for r in runs(folder)] == [a.proc.pid, b.proc.pid]
+        finally:
+            b.stop()
+
+
+@pytest.mark.postgres
+def test_sigterm_hands_the_turn_to_another_server_and_the_client_resumes(
+        tmp_path: Path, pg_url: str, mock_provider: MockHandle, folder: Path, scenario_name: str) -> None:
+    model = mock_provider.scenario(scenario_name, {"steps": [
+        {"fragment_size": 3, "delay_ms": 40, "blocks": [_text(SLOW_TEXT)]}]})
+    env = {"TURNSTREAM_MODEL": f"anthropic:{model}", "TURNSTREAM_SHUTDOWN_GRACE": "0.3"}
+    with scratch_schema_sync(pg_url, "takeover") as db:
+        a = serve(tmp_path, db, mock_provider, folder, name="a", **env)
+        b = serve(tmp_path, db, mock_provider, folder, name="b", **env)
+        try:
+            with a.client() as c:
+                sid = new_session(c, toolset="none")
+                with sse(c, "POST", f"/api/sessions/{sid}/turns", json={"message": "go"}) as s:
+                    first = [next(iter(s)) for _ in range(6)]  # turn_start, step_start, a block and deltas
+                    a.proc.send_signal(signal.SIGTERM)
+                    first += s.rest()
+            assert a.proc.wait(30) == 0
+            assert first[-1].event == "reconnect" and not first[-1].id  # not a turn event: no id
+            before = [e for e in first if e.id]
+            rest = follow(b, sid, before[0].data["turn_id"], before[-1].id)
+            ids = [e.n for e in before + rest]
+            assert ids == sorted(set(ids))  # rising: no duplicate
+            assert rest[-1].data["status"] == "complete"
+            texts = [e.data["block"]["text"] for e in rest if e.event == "block_stop"]
+            assert texts == [SLOW_TEXT]  # the step was requested again on b and streamed whole
+            assert any(e.event == "step_restart" for e in rest)
+        finally:
+            a.stop()
+            b.stop()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 6 MiB filesystem of its own (tmpfs), so a test can fill it."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mnt)], check=True, capture_output=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_disk_full_mid_turn_holds_the_turn_then_ends_it(tmp_path: Path, small_disk: Path, mock_provider: MockHandle,
+                                                        folder: Path, scenario_name: str) -> None:
+    # The second block is large and slow: its write needs new room in the WAL file.
+    model = mock_provider.scenario(scenario_name, {"steps": [
+        {"fragment_size": 2000, "delay_ms": 10, "blocks": [_text("First part."), _text("x" * 400_000)]}]})
+    db = f"sqlite:///{small_disk / 'turns.db'}"
+    srv = serve(tmp_path, db, mock_provider, folder, TURNSTREAM_MODEL=f"anthropic:{model}")
+    filler = small_disk / "filler"
+    try:
+        with srv.client() as c:
+            sid = new_session(c, toolset="none")
+            with sse(c, "POST", f"/api/sessions/{sid}/turns", json={"message": "go"}) as s:
+                seen = s.until("block_stop")  # "First part." is stored
+                with filler.open("wb") as f:  # fill the disk while the second block streams
+                    try:
+                        while True:
+                            f.write(b"\0" * 65536)
+                            f.flush()
+                    except OSError:
+                        pass
+                seen += s.until("error")  # the stream is told the turn is held
+                assert seen[-1].data["code"] == "store_unavailable" and seen[-1].data["retryable"]
+                r = c.post("/api/sessions", json={})
+                assert r.status_code == 503 and r.json()["error"] == "store_unavailable"
+                tid = seen[0].data["turn_id"]
+                r = c.post(f"/api/sessions/{sid}/turns/{tid}/cancel")  # answered, though the turn can't end yet
+                assert r.status_code == 200 and r.json()["status"] in ("cancelled", "cancelling")
+                filler.unlink()  # space is back: the turn ends, cancelled
+                seen += s.rest()
+        assert seen[-1].event == "turn_complete" and seen[-1].data["status"] == "cancelled"
+        with srv.client() as c:
+            stored = c.get(f"/api/sessions/{sid}").json()["turns"][0]
+            acknowledged = [e.data["block"] for e in seen if e.event == "block_stop"]
+            assert stored["status"] == "cancelled" and stored["blocks"][:len(acknowledged)] == acknowledged
+            assert c.post("/api/sessions", json={}).status_code == 201
+    finally:
+        filler.unlink(missing_ok=True)
+        srv.stop()

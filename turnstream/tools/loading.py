@@ -1,0 +1,32 @@
+"""Server tools an operator adds: ``--tools package.module:NAME`` (``TURNSTREAM_TOOLS``) names a
+list of ``@tool`` functions (or one) that join every session's toolset.
+
+The module is imported in the server's process, with the server's rights: only the operator
+sets this, never a client.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ..errors import UsageError
+from .tool import Tool
+
+
+def load_tools(path: str) -> list[Tool]:
+    """The tools ``module:attribute`` names. ``UsageError`` saying what is wrong otherwise."""
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"--tools must look like package.module:NAME, not {path!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"--tools: cannot import {module_name} ({exc})") from None
+    value = getattr(module, attr, None)
+    tools = [value] if isinstance(value, Tool) else value
+    if not isinstance(tools, list | tuple) or not tools or not all(isinstance(t, Tool) for t in tools):
+        raise UsageError(f"--tools: {path} is not a @tool function or a list of them")
+    return list(tools)
+
+
+__all__ = ["load_tools"]
