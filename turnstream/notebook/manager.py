@@ -147,8 +147,13 @@ class NotebookManager:
 
     # loading -------------------------------------------------------------------------------
     async def _entry(self, session_id: str) -> _Entry:
+        """The session's notebook and kernel. A notebook another process saved since this one
+        last did (another server ran a turn of the session) is read again; its cells then
+        count as stale here, so a run re-runs what the graph needs in this process's kernel.
+        Two processes saving at once: the last save wins."""
         entry = self._entries.get(session_id)
         if entry is not None:
+            await self._refresh(entry)
             return entry
         async with self._load_lock:
             entry = self._entries.get(session_id)
@@ -160,6 +165,14 @@ class NotebookManager:
                 entry = _Entry(nb, Kernel(self.limits, sandbox=self.sandbox, cwd=self.cwd, pool=self.pool))
                 self._entries[session_id] = entry
         return entry
+
+    async def _refresh(self, entry: _Entry) -> None:
+        if self.persistence is None or entry.run_lock.locked() or entry.commit_lock.locked():
+            return  # a run or a save of this process is under way: it holds the newest copy
+        doc = await _resolve(self.persistence.load_notebook(entry.notebook.session_id))
+        if doc and int(doc.get("version", 0)) > entry.notebook.version:
+            log.info("notebook of session %s changed in another process: read again", entry.notebook.session_id)
+            entry.notebook = Notebook.from_doc(entry.notebook.session_id, doc)
 
     async def notebook(self, session_id: str) -> Notebook:
         """The session's notebook, loaded (or created empty) on first use."""

@@ -38,7 +38,7 @@ from typing import Any
 from ..aio import shielded
 from ..blocks import Session
 from ..bus import Bus, Subscription
-from ..errors import ShuttingDown, TurnNotWaiting, TurnTakenOver
+from ..errors import ShuttingDown, TurnConflictError, TurnNotWaiting, TurnTakenOver
 from ..events import ErrorEvent, StreamEvent, TurnStart
 from ..lifecycle import close_out_stored
 from ..loop import CANCELLED, RunConfig, TurnRunner
@@ -96,8 +96,19 @@ class TurnManager:
     async def start(self, session: Session, message: str,
                     client_tools: list[dict[str, Any]] | None = None) -> tuple[str, Subscription]:
         """Start a turn; return its id and a subscription that has every event from the
-        first. Raises ``TurnConflictError`` when the session has an open turn, ``Overloaded``
-        when the turn could not be admitted in time, ``ShuttingDown`` while the server stops."""
+        first. Raises ``TurnConflictError`` when the session has an open turn (after making
+        sure its process is alive: a dead one's turn is taken over, or ended, first),
+        ``Overloaded`` when the turn could not be admitted in time, ``ShuttingDown`` while the
+        server stops."""
+        try:
+            return await self._start(session, message, client_tools)
+        except TurnConflictError as exc:
+            if exc.turn_id not in await self.sweep():
+                raise
+            return await self._start(session, message, client_tools)  # ended there (interrupt mode)
+
+    async def _start(self, session: Session, message: str,
+                     client_tools: list[dict[str, Any]] | None) -> tuple[str, Subscription]:
         if self.draining:
             raise ShuttingDown()
         await self.admission.admit()

@@ -258,4 +258,4 @@ class MemoryStore:
 
     async def load_notebook(self, session_id: str) -> dict[str, Any] | None:
         saved = self._notebooks.get(session_id)
-        return orjson.loads(orjson.dumps(saved[1])) if saved else None
+        return {**orjson.loads(orjson.dumps(saved[1])), "version": saved[0]} if saved else None

@@ -518,5 +518,5 @@ class PostgresStore:
         return int(row[0])
 
     async def load_notebook(self, session_id: str) -> dict[str, Any] | None:
-        row = await self._one("SELECT doc FROM notebooks WHERE session_id = $1", session_id)
-        return dict(orjson.loads(row[0])) if row else None
+        row = await self._one("SELECT doc, version FROM notebooks WHERE session_id = $1", session_id)
+        return {**orjson.loads(row[0]), "version": row[1]} if row else None

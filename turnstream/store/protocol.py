@@ -275,5 +275,7 @@ class Store(Protocol):
         ...
 
     async def load_notebook(self, session_id: str) -> dict[str, Any] | None:
-        """The last saved notebook document of the session, or None."""
+        """The last saved notebook document of the session, with ``version`` set to the
+        version ``save_notebook`` returned for it (the store's, whatever the document said),
+        or None."""
         ...

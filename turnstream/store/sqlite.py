@@ -593,6 +593,6 @@ class SQLiteStore:
         return await self._run(op)
 
     async def load_notebook(self, session_id: str) -> dict[str, Any] | None:
-        row = await self._run(lambda c: c.execute("SELECT doc FROM notebooks WHERE session_id = ?",
+        row = await self._run(lambda c: c.execute("SELECT doc, version FROM notebooks WHERE session_id = ?",
                                                   (session_id,)).fetchone())
-        return dict(orjson.loads(row[0])) if row else None
+        return {**orjson.loads(row[0]), "version": row[1]} if row else None

@@ -111,9 +111,9 @@ async def test_stopping_a_kernel_ends_its_whole_tree_with_no_cgroup_to_help() ->
     async with anyio.create_task_group() as tg:
         tg.start_soon(partial(k.execute, ESCAPE_AND_SPIN, time_limit=60))
         kernels = await anyio.to_thread.run_sync(wait_for, "the escapee", escaped)
-        tree = sandbox_processes(me)
+        # (The fork between the kernel and its escapee exits at once: it may be gone already.)
+        tree = sandbox_processes(me) | living(kernels)
         assert len(tree) >= 4  # bubblewrap's two, the kernel, the escapee in a session of its own
         tg.cancel_scope.cancel()  # the run is cancelled: its kernel is stopped
     await anyio.to_thread.run_sync(wait_for, "the whole tree to end", lambda: not living(tree))
-    assert kernels <= tree
     await k.aclose()

@@ -276,3 +276,57 @@ def test_disk_full_mid_turn_holds_the_turn_then_ends_it(tmp_path: Path, small_di
     finally:
         filler.unlink(missing_ok=True)
         srv.stop()
+
+
+@pytest.mark.postgres
+def test_a_notebook_goes_on_in_another_server(tmp_path: Path, pg_url: str, mock_provider: MockHandle,
+                                              folder: Path, scenario_name: str) -> None:
+    """A session's kernel lives in one process. When its next turn runs in another, that one
+    reads the notebook the first saved, starts a kernel of its own and re-runs what the graph
+    needs; the first sees the second's changes at its next look. Nothing is lost."""
+    def use(name: str, **args: Any) -> dict[str, Any]:
+        return {"blocks": [{"type": "tool_use", "name": name, "input": args}]}
+
+    model = mock_provider.scenario(scenario_name, {"turns": [
+        [use("create_cell", code="x = 21"), use("run_cell", cell_id="{{last.cell_id}}"),
+         {"blocks": [_text("ran {{last.status}}")]}],
+        [use("create_cell", code="y = x * 2\ny"), use("run_cell", cell_id="{{last.cell_id}}"),
+         {"blocks": [_text("y is {{last.outputs[0].text}}, after {{last.ran_upstream}}")]}]]})
+    env = {"TURNSTREAM_MODEL": f"anthropic:{model}"}
+    with scratch_schema_sync(pg_url, "takeover") as db:
+        a = serve(tmp_path, db, mock_provider, folder, name="a", **env)
+        b = serve(tmp_path, db, mock_provider, folder, name="b", **env)
+        try:
+            with a.client() as c:
+                sid = new_session(c, toolset="notebook")
+                with sse(c, "POST", f"/api/sessions/{sid}/turns", json={"message": "one"}) as s:
+                    first = s.rest()
+            assert first[-1].data["status"] == "complete" and "ran success" in _answer(first)
+            with b.client() as c, sse(c, "POST", f"/api/sessions/{sid}/turns", json={"message": "two"}) as s:
+                second = s.rest()
+            assert second[-1].data["status"] == "complete"
+            answer = _answer(second)
+            assert answer.startswith('y is 42, after ["') and answer.endswith('"]')  # x = 21 ran again in b
+            # a, whose copy of the notebook is older, sees b's cell and its output.
+            state = _notebook_over_ws(a, sid)
+            assert [cell["code"] for cell in state["cells"]] == ["x = 21", "y = x * 2\ny"]
+            assert state["cells"][1]["outputs"][-1]["text"] == "42"
+        finally:
+            a.stop()
+            b.stop()
+
+
+def _answer(events: list[Event]) -> str:
+    return "".join(e.data["block"]["text"] for e in events
+                   if e.event == "block_stop" and e.data["block"]["type"] == "text")
+
+
+def _notebook_over_ws(server: Server, sid: str) -> dict[str, Any]:
+    from websockets.sync.client import connect
+
+    url = server.url.replace("http://", "ws://") + f"/ws/sessions/{sid}"
+    protocols: Any = ["turnstream", f"turnstream.key.{server.key}"]
+    with connect(url, subprotocols=protocols, open_timeout=10) as ws:
+        hello = json.loads(ws.recv(timeout=10))
+    state: dict[str, Any] = hello["notebook"]
+    return state
