@@ -1,5 +1,7 @@
 """turnstream: an agent runtime that gets streaming tool calls right."""
 
+import logging as _logging
+
 from .agent import Agent
 from .blocks import (
     Block,
@@ -62,6 +64,11 @@ from .events import (
 )
 from .limits import Limits
 from .tools import Tool, ToolContext, tool
+
+# A library leaves logging to the program that uses it: without this handler Python's last-resort
+# handler would print every warning (and a tool's traceback) to stderr of a program that never
+# configured logging. The commands (serve, chat) configure their own.
+_logging.getLogger("turnstream").addHandler(_logging.NullHandler())
 
 __all__ = [
     "Agent",

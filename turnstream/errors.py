@@ -30,7 +30,7 @@
     ├── ToolError                  a tool refused its input; the model reads ``TypeName: message``
     │   ├── ToolInputError         the arguments do not match the tool's schema
     │   ├── PathOutsideRootError   a path that leaves the tool's root directory
-    │   ├── NotATextFileError      a file that is binary or too large to read as text
+    │   ├── NotATextFileError      a file that is binary, not a regular file, or too large
     │   ├── CalculatorError        an expression the calculator does not take
     │   └── UnknownCellError       no notebook cell with that id
     ├── ApiError                   an HTTP answer other than success, raised below a server route
@@ -232,7 +232,7 @@ class PathOutsideRootError(ToolError, PermissionError):
 
 
 class NotATextFileError(ToolError, ValueError):
-    """A file that is binary, or too large to read as text."""
+    """A file that is binary, not a regular file (a pipe, a device), or too large to read as text."""
 
 
 class CalculatorError(ToolError, ValueError):
