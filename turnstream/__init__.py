@@ -48,6 +48,7 @@ from .errors import (
     TurnstreamError,
     UnknownCellError,
     UsageError,
+    UserExists,
 )
 from .events import (
     BlockDelta,
@@ -128,5 +129,6 @@ __all__ = [
     "UnknownCellError",
     "Usage",
     "UsageError",
+    "UserExists",
     "tool",
 ]

@@ -7,6 +7,7 @@
     ├── Refused                    the call does not fit the state it found; nothing was changed
     │   ├── NotFound               no such session, turn or pending tool call (a KeyError)
     │   ├── AlreadyExists          the id asked for is taken (a ValueError)
+    │   │   └── UserExists         a user of that name exists already
     │   ├── TurnConflictError      another turn of the session is open
     │   ├── TurnNotWaiting         the turn is not waiting for tool results
     │   └── SeqConflictError       another writer took the turn's next ``seq`` or ``n`` first
@@ -94,6 +95,15 @@ class NotFound(Refused, KeyError):
 
 class AlreadyExists(Refused, ValueError):
     """The id asked for is taken (e.g. a session id given to ``create_session``)."""
+
+
+class UserExists(AlreadyExists):
+    """``create_user`` was given a name that another user has: names identify users to people
+    (``turnstream users add``), so two users never share one."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"a user named {name!r} exists already")
+        self.name = name
 
 
 class TurnConflictError(Refused):
@@ -297,4 +307,5 @@ __all__ = [
     "TurnstreamError",
     "UnknownCellError",
     "UsageError",
+    "UserExists",
 ]

@@ -15,7 +15,7 @@ ERRORS = {
     "ProviderStreamError", "Refused", "RemoteError", "RemoteStreamBroken", "RunError", "SeqConflictError",
     "ServerError", "SimulatedFault", "StoreError", "StoreWriteError", "StreamBrokenError", "ProviderProtocolError",
     "ToolError", "ToolInputError", "TurnCancelled", "TurnConflictError", "TurnNotWaiting", "TurnstreamError",
-    "UnknownCellError", "UsageError",
+    "UnknownCellError", "UsageError", "UserExists",
 }
 EXPECTED = {
     "Agent", "Block", "BlockDelta", "BlockStart", "BlockStop", "ErrorEvent", "Limits", "ProviderBlock",

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import gc
 import hashlib
+import itertools
 import logging
 import os
 import signal
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..bus import Bus
-from ..errors import StoreError, UsageError
+from ..errors import StoreError, UsageError, UserExists
 from ..lifecycle import close_out_stored
 from ..settings import SERVER_DEMO, Settings
 from ..store import Store, open_bus, open_store
@@ -64,13 +65,25 @@ async def login_key(store: Store, path: Path, *, persistent: bool) -> tuple[str,
         key = path.read_text().strip()
         if key and await store.user_by_key(key) is not None:
             return key, False
-    _, key = await store.create_user("local")
+    key = await _new_local_user(store)
     if persistent:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(key + "\n")
     return key, True
+
+
+async def _new_local_user(store: Store) -> str:
+    """A user for the login key: ``local``, or ``local-2``, ``local-3``… when the key file of an
+    earlier one was lost (its key cannot be recovered: only its hash is stored)."""
+    for n in itertools.count(1):
+        try:
+            _, key = await store.create_user("local" if n == 1 else f"local-{n}")
+        except UserExists:
+            continue
+        return key
+    raise AssertionError("unreachable")
 
 
 async def _heartbeat(store: Store, every: float) -> None:
