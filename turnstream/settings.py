@@ -144,8 +144,10 @@ SETTINGS: tuple[Setting, ...] = (
             "before the connection is closed", float),
     Setting("log_level", "TURNSTREAM_LOG_LEVEL", "DEBUG also logs provider requests (keys redacted)",
             _choice("debug", "info", "warning", "error")),
-    Setting("log_format", "TURNSTREAM_LOG_FORMAT", "json (one object per line) or text",
-            _choice("json", "text")),
+    Setting("log_format", "TURNSTREAM_LOG_FORMAT", "auto (text lines on a terminal, else json), json (one "
+            "object per line) or text", _choice("auto", "json", "text")),
+    Setting("access_log", "TURNSTREAM_ACCESS_LOG", "auto (a line per HTTP request unless the log goes to a "
+            "terminal), on or off", _choice("auto", "on", "off")),
     Setting("gc", "TURNSTREAM_GC", "tuned (freeze start-up objects, rarer young collections) or default",
             _choice("tuned", "default")),
     Setting("loop", "TURNSTREAM_LOOP", "the event loop: uvloop when installed, or asyncio",
@@ -178,7 +180,8 @@ class Settings:
     key_file: Path | None = None
     header_timeout: float = 10.0
     log_level: str = "info"
-    log_format: str = "json"
+    log_format: str = "auto"
+    access_log: str = "auto"
     gc: str = "tuned"
     loop: str = "uvloop"
     home: Path | None = None

@@ -95,7 +95,7 @@ async def _heartbeat(store: Store, every: float) -> None:
             log.warning("heartbeat failed: %s", exc)
 
 
-async def _run(settings: Settings) -> int:
+async def _run(settings: Settings, logging_to: logs.LogChoice) -> int:
     import uvicorn
 
     from .app import create_app
@@ -135,6 +135,11 @@ async def _run(settings: Settings) -> int:
         if created:
             print("Created a local user; its key is kept in the key file for the next start.", flush=True)
         print(f"turnstream serving {model} on http://{shown}:{real_port}/#key={key}", flush=True)
+        if logging_to.console:
+            hint = "Open that address in a browser (it signs you in); Ctrl-C stops the server."
+            if not logging_to.access:
+                hint += " Requests are not logged on a terminal (TURNSTREAM_ACCESS_LOG=on logs them)."
+            print(hint, flush=True)
 
         app = create_app(state)
         if settings.gc == "tuned":
@@ -225,12 +230,12 @@ def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None
 
 def serve(settings: Settings) -> int:
     """Run the server until SIGINT or SIGTERM; the exit status."""
-    logs.setup(settings.log_level, settings.log_format)
+    choice = logs.setup(settings.log_level, settings.log_format, settings.access_log)
     model, demo = settings.default_model(SERVER_DEMO)
     settings = replace(settings, model=model, demo=demo)
     try:
         with asyncio.Runner(loop_factory=_loop_factory(settings.loop)) as runner:
-            return runner.run(_run(settings))
+            return runner.run(_run(settings, choice))
     except UsageError as exc:
         print(f"turnstream serve: {exc}", file=sys.stderr)
         return 2
