@@ -30,7 +30,7 @@ DEFAULT_DB = "sqlite:///./turnstream.db"
 ANTHROPIC_DEFAULT = "anthropic:claude-sonnet-4-5"
 OPENAI_DEFAULT = "openai:gpt-4.1"
 SERVER_DEMO = "scripted:notebook-demo"
-CHAT_DEMO = "scripted:echo"
+CHAT_DEMO = "scripted:chat-demo"
 
 _DB_FORMS = "sqlite:///path/to.db, sqlite:///:memory:, postgresql://user@host/dbname or memory://"
 
