@@ -129,6 +129,8 @@ SETTINGS: tuple[Setting, ...] = (
             "offline demo", str, "--model", ("serve", "chat")),
     Setting("host", "TURNSTREAM_HOST", "the address to listen on", str, "--host"),
     Setting("port", "TURNSTREAM_PORT", "the port to listen on (0 picks a free one)", int, "--port"),
+    Setting("title_model", "TURNSTREAM_TITLE_MODEL", "provider:model that writes a short title for each new "
+            "chat after its first message (without it, the first message is the title)"),
     Setting("allowed_origins", "TURNSTREAM_ALLOWED_ORIGINS", "origins allowed on the WebSocket besides the "
             "server's own, comma-separated", _origins),
     Setting("ping_interval", "TURNSTREAM_PING_INTERVAL", "seconds between SSE comment pings", float),
@@ -170,6 +172,8 @@ class Settings:
     db: DatabaseURL = field(default_factory=lambda: DatabaseURL.parse(DEFAULT_DB))
     model: str = ""
     """The configured model ("" when none: see ``default_model``)."""
+    title_model: str = ""
+    """The model that titles new chats ("" when none)."""
     host: str = "127.0.0.1"
     port: int = 8000
     allowed_origins: tuple[str, ...] = ()

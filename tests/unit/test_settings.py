@@ -32,7 +32,7 @@ def test_every_variable_is_read() -> None:
            "TURNSTREAM_LOG_LEVEL": "DEBUG", "TURNSTREAM_LOG_FORMAT": "text", "TURNSTREAM_ACCESS_LOG": "on",
            "TURNSTREAM_GC": "default", "TURNSTREAM_LOOP": "asyncio", "TURNSTREAM_HOME": "/tmp/h",
            "TURNSTREAM_ROOT": "/srv", "TURNSTREAM_SERVER": "http://s", "TURNSTREAM_KEY": "ts_secret",
-           "TURNSTREAM_SCENARIO_DIR": "/tmp"}
+           "TURNSTREAM_SCENARIO_DIR": "/tmp", "TURNSTREAM_TITLE_MODEL": "openai:small"}
     assert {s.env for s in SETTINGS} == set(env)
     s = Settings.from_env(env)
     assert s.db.kind == "memory" and s.model == "openai:x" and s.host == "0.0.0.0" and s.port == 9000
@@ -40,7 +40,7 @@ def test_every_variable_is_read() -> None:
     assert (s.ping_interval, s.admit_max_lag, s.admit_max_wait, s.header_timeout) == (0.5, 0.025, 3.0, 2.5)
     assert (s.log_level, s.log_format, s.access_log, s.gc, s.loop) == ("debug", "text", "on", "default", "asyncio")
     assert s.key_file == Path("/tmp/k.key") and s.home == Path("/tmp/h") and s.root == Path("/srv")
-    assert s.server == "http://s" and s.key == "ts_secret"
+    assert s.server == "http://s" and s.key == "ts_secret" and s.title_model == "openai:small"
     assert "ts_secret" not in repr(s)
 
 

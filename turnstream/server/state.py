@@ -24,6 +24,7 @@ from .auth import Authenticator
 
 if TYPE_CHECKING:
     from ..notebook import NotebookManager
+    from .titles import Titler
     from .turns import TurnManager
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -56,15 +57,19 @@ class AppState:
     notebooks: NotebookManager | None = None
     turns: TurnManager = field(init=False)
     auth: Authenticator = field(init=False)
+    titles: Titler = field(init=False)
     _providers: dict[str, Provider] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         from .admission import Admission
+        from .titles import Titler
         from .turns import TurnManager
 
         admission = Admission(max_lag=self.settings.admit_max_lag, max_wait=self.settings.admit_max_wait)
         self.turns = TurnManager(self.store, self.bus, self.config_for, admission=admission)
         self.auth = Authenticator(self.store)
+        titler = self.provider(self.settings.title_model) if self.settings.title_model else None
+        self.titles = Titler(self.store, self.bus, titler)
 
     def provider(self, model: str | None) -> Provider:
         """The provider for ``model`` (the server's default when empty), made once per name.
@@ -104,6 +109,7 @@ class AppState:
 
     async def aclose(self) -> None:
         await self.turns.aclose()
+        await self.titles.aclose()
         if self.notebooks is not None:
             await self.notebooks.aclose()
         for p in self._providers.values():
