@@ -152,7 +152,8 @@ def test_runnable_blocks_work_as_printed(page: Path, tmp_path: Path) -> None:
                                       stdin=None if block.stdin is not None else subprocess.DEVNULL,
                                       capture_output=True, timeout=block.timeout, start_new_session=True)
             except subprocess.TimeoutExpired as exc:
-                raise AssertionError(f"{block.where} ran past {block.timeout:g} s:\n{exc.stdout}\n{exc.stderr}") from None
+                raise AssertionError(f"{block.where} ran past {block.timeout:g} s:\n{exc.stdout}\n{exc.stderr}"
+                                     ) from None
             out = done.stdout + done.stderr
             assert done.returncode == 0, f"{block.where} exited {done.returncode}:\n{out}"
             if block.expect is not None:
