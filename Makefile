@@ -22,6 +22,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 # Only what `turnstream serve` needs, with pip's own progress on screen.
 $(SERVE_STAMP): pyproject.toml | $(BIN)/python
+	@echo "==> Updating pip in $(VENV) (its resolver is much faster than the one Python ships)"
+	@$(BIN)/pip install -q --disable-pip-version-check -U pip
 	@echo "==> Installing turnstream with its server and notebook extras into $(VENV) (first run only)"
 	@$(BIN)/pip install --disable-pip-version-check --progress-bar on -e ".[server,notebook]"
 	@rm -f $(VENV)/.serve-* && touch $(SERVE_STAMP)
