@@ -1,20 +1,48 @@
 # Every target creates what it needs: the .venv, bubblewrap (the notebook sandbox), the PostgreSQL
-# cluster, Chromium, npm packages.
+# cluster, Chromium, npm packages. `make serve` installs only what serving needs (the server and
+# notebook extras), saying what it does; `make test` and the other targets add the development tools.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+SUM    := $(shell cksum pyproject.toml | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(SUM)
+SERVE_STAMP := $(VENV)/.serve-$(SUM)
 
-.PHONY: serve test interop lint typecheck unit bench clean postgres e2e-deps sandbox
+.PHONY: serve test interop lint typecheck unit bench clean postgres e2e-deps sandbox web-assets
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	@echo "==> Creating a virtual environment in $(VENV) ($$($(PYTHON) --version))"
+	@$(PYTHON) -m venv $(VENV)
+
+# Everything, development tools included (ruff, mypy, pytest, schemathesis, …).
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -U pip
 	$(BIN)/pip install -q -e ".[dev]"
-	@rm -f $(VENV)/.installed-* && touch $(STAMP)
+	@rm -f $(VENV)/.installed-* $(VENV)/.serve-* && touch $(STAMP) $(SERVE_STAMP)
 
-serve: $(STAMP) sandbox
-	$(BIN)/turnstream serve
+# Only what `turnstream serve` needs, with pip's own progress on screen.
+$(SERVE_STAMP): pyproject.toml | $(BIN)/python
+	@echo "==> Updating pip in $(VENV) (its resolver is much faster than the one Python ships)"
+	@$(BIN)/pip install -q --disable-pip-version-check -U pip
+	@echo "==> Installing turnstream with its server and notebook extras into $(VENV) (first run only)"
+	@$(BIN)/pip install --disable-pip-version-check --progress-bar on -e ".[server,notebook]"
+	@rm -f $(VENV)/.serve-* && touch $(SERVE_STAMP)
+
+# The web page's syntax highlighter (highlight.js, pinned by web/package-lock.json) is copied into the
+# package here, at make time; the server serves it as plain files, so nothing needs Node at run time.
+# Without npm (or offline) the page works and shows code without colours.
+HLJS := turnstream/server/static/vendor/highlight
+web-assets: $(HLJS)/.stamp
+$(HLJS)/.stamp: web/package-lock.json scripts/copy-web-assets.sh
+	@if command -v npm >/dev/null 2>&1; then \
+	  echo "==> Fetching the web page's syntax highlighter (npm ci in web/)"; \
+	  if (cd web && npm ci --no-audit --no-fund --loglevel=error) && bash scripts/copy-web-assets.sh $(HLJS); then \
+	    touch $@; else echo "    (could not fetch it: the page will show code without colours)"; fi; \
+	else echo "==> npm not found: the web page will show code without colours"; fi
+
+serve: $(if $(wildcard $(STAMP)),$(STAMP),$(SERVE_STAMP)) web-assets sandbox
+	@echo "==> Starting the server (Ctrl-C stops it)"
+	@$(BIN)/turnstream serve
 
 # Every notebook kernel runs in a bubblewrap sandbox (docs/security.md).
 sandbox:
@@ -43,7 +71,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-test: $(STAMP) sandbox postgres e2e-deps
+test: $(STAMP) sandbox postgres e2e-deps web-assets
 	$(BIN)/ruff check turnstream tests bench
 	$(BIN)/mypy turnstream
 	$(BIN)/pytest -q -p no:cacheprovider
@@ -57,4 +85,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .interop .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .interop .mypy_cache .pytest_cache .ruff_cache web/node_modules $(HLJS)

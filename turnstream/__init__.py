@@ -1,5 +1,7 @@
 """turnstream: an agent runtime that gets streaming tool calls right."""
 
+import logging as _logging
+
 from .agent import Agent
 from .blocks import (
     Block,
@@ -50,6 +52,7 @@ from .errors import (
     TurnTakenOver,
     UnknownCellError,
     UsageError,
+    UserExists,
 )
 from .events import (
     BlockDelta,
@@ -66,6 +69,11 @@ from .events import (
 )
 from .limits import Limits
 from .tools import Tool, ToolContext, tool
+
+# A library leaves logging to the program that uses it: without this handler Python's last-resort
+# handler would print every warning (and a tool's traceback) to stderr of a program that never
+# configured logging. The commands (serve, chat) configure their own.
+_logging.getLogger("turnstream").addHandler(_logging.NullHandler())
 
 __all__ = [
     "Agent",
@@ -129,5 +137,6 @@ __all__ = [
     "UnknownCellError",
     "Usage",
     "UsageError",
+    "UserExists",
     "tool",
 ]

@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import textwrap
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from .errors import StoreError, UsageError, UserExists
 from .settings import SETTINGS, Settings
 
 
@@ -45,7 +46,17 @@ def _cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
 def _cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     from .replay import replay
 
-    code: int = asyncio.run(replay(args.session_id, db=settings.db))
+    db = settings.db
+    if db.kind == "sqlite" and db.persistent and not Path(db.target).is_file():
+        # Reading must not leave an empty database behind (opening a SQLite file creates it).
+        print(f"turnstream replay: there is no database at {db.target} (--db / TURNSTREAM_DB name the one "
+              "to read)", file=sys.stderr)
+        return 1
+    try:
+        code: int = asyncio.run(replay(args.session_id, db=db))
+    except StoreError as exc:
+        print(f"turnstream replay: {exc}", file=sys.stderr)
+        return 1
     return code
 
 
@@ -63,7 +74,11 @@ def _cmd_users(args: argparse.Namespace, settings: Settings) -> int:
         print(f"API key (shown once): {key}")
         return 0
 
-    return asyncio.run(add())
+    try:
+        return asyncio.run(add())
+    except (UserExists, StoreError) as exc:
+        print(f"turnstream users add: {exc}", file=sys.stderr)
+        return 1
 
 
 def _flag(parser: argparse.ArgumentParser, name: str, defaults: Settings, *, type_: Any = str) -> None:
@@ -109,18 +124,39 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     m.add_argument("--scenario", default=None, help="scenario file or built-in name (default: echo)")
     m.set_defaults(fn=_cmd_mock_provider)
 
-    r = sub.add_parser("replay", help="print a stored session block by block")
-    r.add_argument("session_id", help="the session to print")
+    r = sub.add_parser("replay", help="print a stored session block by block", formatter_class=_Examples,
+                       description="Print a stored session, turn by turn and block by block: text, thinking, "
+                                   "tool calls and their results, each turn's status and usage. Only reads.",
+                       epilog="examples:\n  turnstream replay ses_3f0c9d… --db sqlite:///turnstream.db\n"
+                              "  turnstream replay notes --db sqlite:///$HOME/.local/share/turnstream/chat.db")
+    r.add_argument("session_id", metavar="SESSION_ID",
+                   help="the session's id: ses_… in the web page's address (#session=…), or the id the terminal "
+                        "chat names when you leave it")
     _flag(r, "db", d)
     r.set_defaults(fn=_cmd_replay)
 
-    u = sub.add_parser("users", help="manage users")
-    usub = u.add_subparsers(dest="users_command", required=True)
-    ua = usub.add_parser("add", help="create a user and print its API key once")
-    ua.add_argument("name", help="the user's name")
+    u = sub.add_parser("users", help="manage the users of a server's database",
+                       description="Manage the users of a server's database.")
+    usub = u.add_subparsers(dest="users_command", required=True, metavar="COMMAND")
+    ua = usub.add_parser("add", help="create a user and print its API key once", formatter_class=_Examples,
+                         description="Create a user and print its API key, once: only a hash of the key is "
+                                     "stored. A name that another user has is refused.",
+                         epilog="example:\n  turnstream users add ada --db sqlite:///turnstream.db\n"
+                                "  then: turnstream chat --server http://127.0.0.1:8000 --key <the key>")
+    ua.add_argument("name", metavar="NAME", help="a name for the user, unique in the database")
     _flag(ua, "db", d)
     ua.set_defaults(fn=_cmd_users)
     return p
+
+
+class _Examples(argparse.HelpFormatter):
+    """Help whose description is wrapped to the terminal and whose indented example lines
+    (and the headings above them) are kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(line if line.startswith(" ") or line.endswith(":") else
+                         textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent)
+                         for line in text.splitlines())
 
 
 def main(argv: list[str] | None = None) -> int:

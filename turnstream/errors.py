@@ -7,6 +7,7 @@
     ├── Refused                    the call does not fit the state it found; nothing was changed
     │   ├── NotFound               no such session, turn or pending tool call (a KeyError)
     │   ├── AlreadyExists          the id asked for is taken (a ValueError)
+    │   │   └── UserExists         a user of that name exists already
     │   ├── TurnConflictError      another turn of the session is open
     │   ├── TurnNotWaiting         the turn is not waiting for tool results
     │   ├── TurnTakenOver          another process owns this running turn now
@@ -35,7 +36,7 @@
     ├── ToolError                  a tool refused its input; the model reads ``TypeName: message``
     │   ├── ToolInputError         the arguments do not match the tool's schema
     │   ├── PathOutsideRootError   a path that leaves the tool's root directory
-    │   ├── NotATextFileError      a file that is binary or too large to read as text
+    │   ├── NotATextFileError      a file that is binary, not a regular file, or too large
     │   ├── CalculatorError        an expression the calculator does not take
     │   └── UnknownCellError       no notebook cell with that id
     ├── ApiError                   an HTTP answer other than success, raised below a server route
@@ -99,6 +100,15 @@ class NotFound(Refused, KeyError):
 
 class AlreadyExists(Refused, ValueError):
     """The id asked for is taken (e.g. a session id given to ``create_session``)."""
+
+
+class UserExists(AlreadyExists):
+    """``create_user`` was given a name that another user has: names identify users to people
+    (``turnstream users add``), so two users never share one."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"a user named {name!r} exists already")
+        self.name = name
 
 
 class TurnConflictError(Refused):
@@ -265,7 +275,7 @@ class PathOutsideRootError(ToolError, PermissionError):
 
 
 class NotATextFileError(ToolError, ValueError):
-    """A file that is binary, or too large to read as text."""
+    """A file that is binary, not a regular file (a pipe, a device), or too large to read as text."""
 
 
 class CalculatorError(ToolError, ValueError):
@@ -334,4 +344,5 @@ __all__ = [
     "TurnstreamError",
     "UnknownCellError",
     "UsageError",
+    "UserExists",
 ]

@@ -30,7 +30,7 @@ DEFAULT_DB = "sqlite:///./turnstream.db"
 ANTHROPIC_DEFAULT = "anthropic:claude-sonnet-4-5"
 OPENAI_DEFAULT = "openai:gpt-4.1"
 SERVER_DEMO = "scripted:notebook-demo"
-CHAT_DEMO = "scripted:echo"
+CHAT_DEMO = "scripted:chat-demo"
 
 _DB_FORMS = "sqlite:///path/to.db, sqlite:///:memory:, postgresql://user@host/dbname or memory://"
 
@@ -155,6 +155,8 @@ SETTINGS: tuple[Setting, ...] = (
             "@tool functions", str, "--tools"),
     Setting("host", "TURNSTREAM_HOST", "the address to listen on", str, "--host"),
     Setting("port", "TURNSTREAM_PORT", "the port to listen on (0 picks a free one)", int, "--port"),
+    Setting("title_model", "TURNSTREAM_TITLE_MODEL", "provider:model that writes a short title for each new "
+            "chat after its first message (without it, the first message is the title)"),
     Setting("allowed_origins", "TURNSTREAM_ALLOWED_ORIGINS", "origins allowed on the WebSocket besides the "
             "server's own, comma-separated", _origins),
     Setting("ping_interval", "TURNSTREAM_PING_INTERVAL", "seconds between SSE comment pings", float),
@@ -170,8 +172,10 @@ SETTINGS: tuple[Setting, ...] = (
             "before the connection is closed", float),
     Setting("log_level", "TURNSTREAM_LOG_LEVEL", "DEBUG also logs provider requests (keys redacted)",
             _choice("debug", "info", "warning", "error")),
-    Setting("log_format", "TURNSTREAM_LOG_FORMAT", "json (one object per line) or text",
-            _choice("json", "text")),
+    Setting("log_format", "TURNSTREAM_LOG_FORMAT", "auto (text lines on a terminal, else json), json (one "
+            "object per line) or text", _choice("auto", "json", "text")),
+    Setting("access_log", "TURNSTREAM_ACCESS_LOG", "auto (a line per HTTP request unless the log goes to a "
+            "terminal), on or off", _choice("auto", "on", "off")),
     Setting("gc", "TURNSTREAM_GC", "tuned (freeze start-up objects, rarer young collections) or default",
             _choice("tuned", "default")),
     Setting("loop", "TURNSTREAM_LOOP", "the event loop: uvloop when installed, or asyncio",
@@ -210,6 +214,8 @@ class Settings:
     model: str = ""
     """The configured model ("" when none: see ``default_model``)."""
     tools: str = ""
+    title_model: str = ""
+    """The model that titles new chats ("" when none)."""
     host: str = "127.0.0.1"
     port: int = 8000
     allowed_origins: tuple[str, ...] = ()
@@ -220,7 +226,8 @@ class Settings:
     key_file: Path | None = None
     header_timeout: float = 10.0
     log_level: str = "info"
-    log_format: str = "json"
+    log_format: str = "auto"
+    access_log: str = "auto"
     gc: str = "tuned"
     loop: str = "uvloop"
     notebook_sandbox: bool = True

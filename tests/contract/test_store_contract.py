@@ -28,7 +28,7 @@ from turnstream.blocks import (
     Turn,
     Usage,
 )
-from turnstream.errors import TurnTakenOver
+from turnstream.errors import AlreadyExists, TurnTakenOver, UserExists
 from turnstream.store import SeqConflictError, Store, StoredEvent, TurnConflictError
 from turnstream.store.keys import hash_key
 from turnstream.store.protocol import ToolCallStart
@@ -71,6 +71,23 @@ async def test_user_found_by_key_and_only_its_hash_is_stored(store: Store, backe
     assert hash_key(key) in everything
 
 
+async def test_a_user_name_is_taken_once(store: Store) -> None:
+    user, key = await store.create_user("ada")
+    with pytest.raises(UserExists, match="'ada'") as refused:
+        await store.create_user("ada")
+    assert isinstance(refused.value, AlreadyExists) and refused.value.name == "ada"
+    assert await store.user_by_key(key) == user  # the first one is untouched
+    other, _ = await store.create_user("Ada")  # names are compared exactly
+    assert other.id != user.id
+
+
+@pytest.mark.durable
+async def test_two_stores_creating_one_name_make_one_user(backend: Backend) -> None:
+    async with backend.opened() as a, backend.opened() as b:
+        outcomes = await asyncio.gather(a.create_user("grace"), b.create_user("grace"), return_exceptions=True)
+    assert sorted(type(o).__name__ for o in outcomes) == ["UserExists", "tuple"]
+
+
 # sessions ------------------------------------------------------------------
 async def test_sessions_are_listed_per_user_in_creation_order(store: Store) -> None:
     a = await store.create_session("usr_a", title="first", model="m1", toolset="notebook")
@@ -87,6 +104,16 @@ async def test_sessions_are_listed_per_user_in_creation_order(store: Store) -> N
     with pytest.raises(ValueError):
         await store.create_session("usr_a", session_id="ses_chosen")
     assert await store.get_session("ses_missing") is None
+
+
+async def test_a_session_is_renamed(store: Store) -> None:
+    s = await store.create_session("usr_a")
+    assert s.title == ""
+    assert await store.rename_session(s.id, "Sales by region") is True
+    got = await store.get_session(s.id)
+    assert got is not None and got.title == "Sales by region"
+    assert [x.title for x in await store.list_sessions("usr_a")] == ["Sales by region"]
+    assert await store.rename_session("ses_missing", "x") is False
 
 
 async def test_deleting_a_session_deletes_everything_in_it(store: Store) -> None:

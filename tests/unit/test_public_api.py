@@ -16,7 +16,7 @@ ERRORS = {
     "RemoteStreamBroken", "RunError", "SandboxUnavailable", "SeqConflictError", "ServerError", "ShuttingDown",
     "SimulatedFault", "StoreError", "StoreWriteError", "StreamBrokenError", "ToolError", "ToolInputError",
     "TurnCancelled", "TurnConflictError", "TurnNotWaiting", "TurnTakenOver", "TurnstreamError", "UnknownCellError",
-    "UsageError",
+    "UsageError", "UserExists",
 }
 EXPECTED = {
     "Agent", "Block", "BlockDelta", "BlockStart", "BlockStop", "ErrorEvent", "Limits", "ProviderBlock",

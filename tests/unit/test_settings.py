@@ -29,21 +29,21 @@ def test_every_variable_is_read() -> None:
            "TURNSTREAM_PORT": "9000", "TURNSTREAM_ALLOWED_ORIGINS": "http://a.example/, http://b.example",
            "TURNSTREAM_PING_INTERVAL": "0.5", "TURNSTREAM_ADMIT_MAX_LAG_MS": "25", "TURNSTREAM_ADMIT_MAX_WAIT": "3",
            "TURNSTREAM_KEY_FILE": "/tmp/k.key", "TURNSTREAM_HEADER_TIMEOUT": "2.5",
-           "TURNSTREAM_LOG_LEVEL": "DEBUG", "TURNSTREAM_LOG_FORMAT": "text",
+           "TURNSTREAM_LOG_LEVEL": "DEBUG", "TURNSTREAM_LOG_FORMAT": "text", "TURNSTREAM_ACCESS_LOG": "on",
            "TURNSTREAM_GC": "default", "TURNSTREAM_LOOP": "asyncio", "TURNSTREAM_HOME": "/tmp/h",
            "TURNSTREAM_ROOT": "/srv", "TURNSTREAM_SERVER": "http://s", "TURNSTREAM_KEY": "ts_secret",
            "TURNSTREAM_SCENARIO_DIR": "/tmp", "TURNSTREAM_TAKEOVER": "interrupt", "TURNSTREAM_SHUTDOWN_GRACE": "5",
            "TURNSTREAM_NOTEBOOK_SANDBOX": "off", "TURNSTREAM_NOTEBOOK_NETWORK": "on", "TURNSTREAM_MAX_KERNELS": "4",
            "TURNSTREAM_KERNEL_IDLE_TIMEOUT": "off", "TURNSTREAM_KERNEL_MEMORY_MB": "1024",
-           "TURNSTREAM_TOOLS": "my.tools:TOOLS"}
+           "TURNSTREAM_TOOLS": "my.tools:TOOLS", "TURNSTREAM_TITLE_MODEL": "openai:small"}
     assert {s.env for s in SETTINGS} == set(env)
     s = Settings.from_env(env)
     assert s.db.kind == "memory" and s.model == "openai:x" and s.host == "0.0.0.0" and s.port == 9000
     assert s.allowed_origins == ("http://a.example", "http://b.example")
     assert (s.ping_interval, s.admit_max_lag, s.admit_max_wait, s.header_timeout) == (0.5, 0.025, 3.0, 2.5)
-    assert (s.log_level, s.log_format, s.gc, s.loop) == ("debug", "text", "default", "asyncio")
+    assert (s.log_level, s.log_format, s.access_log, s.gc, s.loop) == ("debug", "text", "on", "default", "asyncio")
     assert s.key_file == Path("/tmp/k.key") and s.home == Path("/tmp/h") and s.root == Path("/srv")
-    assert s.server == "http://s" and s.key == "ts_secret"
+    assert s.server == "http://s" and s.key == "ts_secret" and s.title_model == "openai:small"
     assert (s.takeover, s.shutdown_grace, s.tools) == ("interrupt", 5.0, "my.tools:TOOLS")
     assert (s.notebook_sandbox, s.notebook_network, s.max_kernels, s.kernel_idle_timeout, s.kernel_memory_mb) == (
         False, True, 4, 0.0, 1024)

@@ -26,7 +26,9 @@ def main(settings: Settings, *, session: str | None = None) -> int:
                                            model=settings.model or None))
     model, demo = settings.default_model(CHAT_DEMO)
     if demo:
-        print(f"No --model and no API key: using the scripted demo model {model}.", file=sys.stderr)
+        root = settings.root.expanduser().resolve()
+        print(f"No --model and no API key: the offline demo ({model}) answers, a script that uses the real "
+              f"tools on {root}. Try: what is here? · read <file> · list <folder> · 2**10 / 7", file=sys.stderr)
     return asyncio.run(run_chat(model, settings.root, session, home=home))
 
 

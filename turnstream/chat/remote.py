@@ -264,7 +264,7 @@ async def _open_session(api: RemoteAPI, session: str | None, model: str | None) 
     if session is not None:
         data = await api.call("GET", f"/api/sessions/{session}")
     else:
-        body: dict[str, Any] = {"title": "terminal chat", "toolset": "none"}
+        body: dict[str, Any] = {"toolset": "none"}  # the server titles it from the first message
         if model:
             body["model"] = model
         data = await api.call("POST", "/api/sessions", body)

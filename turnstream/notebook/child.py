@@ -142,7 +142,7 @@ class Runner:
                 registered.append(name)
         try:
             cursor = con.execute(statement, params)
-            frame = cursor.df() if cursor.description else None
+            frame = _whole_numbers(cursor.df(), cursor.description) if cursor.description else None
         finally:
             for name in registered:
                 con.unregister(name)
@@ -180,6 +180,21 @@ class Runner:
         text = "".join(traceback.format_exception(type(exc), exc, tb))
         return {"type": "error", "ename": type(exc).__name__, "evalue": str(exc),
                 "traceback": _trim(text, MAX_STREAM_CHARS)}
+
+
+def _whole_numbers(frame: Any, description: list[Any]) -> Any:
+    """DuckDB's SUM of an integer column is a HUGEINT, which reaches pandas as a float (``260.0``);
+    such a column goes back to integers when every value fits in 64 bits."""
+
+    for name, kind, *_ in description:
+        column = frame.get(name)
+        if str(kind) not in ("HUGEINT", "UHUGEINT") or column is None or column.dtype.kind != "f":
+            continue
+        values = column.dropna()
+        whole = values.empty or bool((values == values.round()).all() and values.abs().max() < 2**63)
+        if whole:
+            frame[name] = column.astype("Int64" if column.isna().any() else "int64")
+    return frame
 
 
 def _private_pipes() -> tuple[IO[bytes], IO[bytes]]:

@@ -218,7 +218,7 @@ class Kernel:
                 await self._lose(channel)
                 err = error_output(
                     "TimeoutError",
-                    f"The cell ran longer than the time limit of {limit:g} s and was stopped. "
+                    f"The cell ran longer than the time limit of {limit:.3g} s and was stopped. "
                     "The kernel was restarted, so every variable is gone; run the cells it needs again.",
                 )
                 err["timed_out"] = True

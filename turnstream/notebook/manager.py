@@ -309,7 +309,7 @@ class NotebookManager:
             result = ExecResult("error", [error_output(type(start_error).__name__, str(start_error))])
         elif left <= 0:
             result = ExecResult("error", [error_output(
-                "TimeoutError", f"Not run: the run's time budget of {budget:g} s was used up (by "
+                "TimeoutError", f"Not run: the run's time budget of {budget:.3g} s was used up (by "
                 "the cells it depends on, or by another run it waited for). Run it again.")])
         else:
             try:

@@ -16,6 +16,12 @@ user turns, picked by the number of user text messages. Strings may hold templat
 ``{{last}}`` / ``{{last.key}}`` (the latest tool result, parsed as JSON when it is JSON),
 ``{{results[0].key}}`` (this turn's results in order), ``{{input}}`` (the user's text).
 
+``"replies": [{"when": {"input": REGEX, "tools": [name, …]}, "steps": […]}, …]`` answers by
+what the request holds, as a model would: the first reply whose ``input`` pattern is found in
+the user's last message and whose ``tools`` are all offered plays its ``steps`` (a reply
+without ``when`` always does; ``"scenario": NAME`` plays another built-in scenario). Named
+groups of the pattern fill ``{{match.name}}``. When no reply fits, ``steps``/``turns`` play.
+
 Blocks: ``text``, ``thinking`` (with ``signature``), ``redacted_thinking`` (``data``),
 ``tool_use`` (``name``, ``input``, optional ``id``, ``raw`` to stream exact argument bytes,
 ``cut_at`` to stop the arguments after N characters unless the request's ``max_tokens`` is
@@ -102,8 +108,9 @@ def _parse(value: str) -> Any:
         return value
 
 
-def render(value: Any, view: RequestView) -> Any:
-    """Fill templates inside strings (recursively in lists and dicts)."""
+def render(value: Any, view: RequestView, match: dict[str, str] | None = None) -> Any:
+    """Fill templates inside strings (recursively in lists and dicts); ``match`` holds the named
+    groups of the reply's input pattern."""
     if isinstance(value, str):
         def sub(m: re.Match[str]) -> str:
             expr = m.group(1)
@@ -121,15 +128,45 @@ def render(value: Any, view: RequestView) -> Any:
                 found = _lookup(base, rest) if rest else base
             elif head == "input":
                 found = view.last_input
+            elif head == "match" and match is not None and rest in match:
+                found = match[rest]
             else:
                 return m.group(0)
             return found if isinstance(found, str) else json.dumps(found)
         return _TEMPLATE.sub(sub, value)
     if isinstance(value, list):
-        return [render(v, view) for v in value]
+        return [render(v, view, match) for v in value]
     if isinstance(value, dict):
-        return {k: render(v, view) for k, v in value.items()}
+        return {k: render(v, view, match) for k, v in value.items()}
     return value
+
+
+@dataclass(slots=True)
+class Reply:
+    """One of a scenario's ``replies``: when it fits a request, and what it plays."""
+
+    pattern: re.Pattern[str] | None
+    tools: tuple[str, ...]
+    steps: list[dict[str, Any]]
+    scenario: str | None
+
+    @classmethod
+    def of(cls, doc: dict[str, Any]) -> Reply:
+        when = doc.get("when") or {}
+        pattern = re.compile(when["input"]) if when.get("input") else None
+        steps = doc.get("steps") or []
+        if not steps and not doc.get("scenario"):
+            raise ValueError("a reply needs steps or a scenario")
+        return cls(pattern, tuple(when.get("tools") or ()), steps, doc.get("scenario"))
+
+    def fits(self, view: RequestView) -> dict[str, str] | None:
+        """The named groups of the input pattern when this reply fits ``view``, else None."""
+        if any(t not in view.tool_names for t in self.tools):
+            return None
+        if self.pattern is None:
+            return {}
+        m = self.pattern.search(view.last_input)
+        return None if m is None else {k: v for k, v in m.groupdict().items() if v is not None}
 
 
 class Scenario:
@@ -140,8 +177,10 @@ class Scenario:
             self.turns: list[list[dict[str, Any]]] = doc["turns"]
         else:
             self.turns = [doc.get("steps") or [{"blocks": [{"type": "text", "text": "Hello from turnstream."}]}]]
+        self.replies = [Reply.of(r) for r in doc.get("replies") or []]
         self.fragment_size = int(doc.get("fragment_size", 16))
         self.delay_ms = float(doc.get("delay_ms", 0))
+        self._others: dict[str, Scenario] = {}
         self._attempts: dict[tuple[int, int], int] = {}
         self._lock = threading.Lock()
         self._ids = 0
@@ -152,20 +191,39 @@ class Scenario:
         p = Path(name_or_path)
         if p.suffix == ".json" and p.exists():
             return cls(json.loads(p.read_text()))
-        try:
-            text = resources.files("turnstream.scenarios").joinpath(f"{name_or_path}.json").read_text()
-        except FileNotFoundError:
-            raise KeyError(f"unknown scenario {name_or_path!r} (built-in: {', '.join(builtin_names())})") from None
-        return cls(json.loads(text))
+        return cls.builtin(name_or_path)
+
+    @classmethod
+    def builtin(cls, name: str) -> Scenario:
+        """A built-in scenario by name (``KeyError`` for any other name, a path included)."""
+        names = builtin_names()
+        if name not in names:
+            raise KeyError(f"unknown scenario {name!r} (built-in: {', '.join(names)})")
+        return cls(json.loads(resources.files("turnstream.scenarios").joinpath(f"{name}.json").read_text()))
 
     def _next_id(self, prefix: str) -> str:
         with self._lock:
             self._ids += 1
             return f"{prefix}{self._ids:06d}"
 
+    def _other(self, name: str) -> Scenario:
+        with self._lock:
+            if name not in self._others:
+                self._others[name] = Scenario.builtin(name)  # never a file: a reply cannot widen what is read
+            return self._others[name]
+
     def script(self, view: RequestView, *, id_prefix: str = "toolu_mock_") -> StepScript:
-        turn_idx = min(max(view.user_texts - 1, 0), len(self.turns) - 1)
-        steps = self.turns[turn_idx]
+        match: dict[str, str] | None = None
+        for i, reply in enumerate(self.replies):
+            match = reply.fits(view)
+            if match is not None:
+                if reply.scenario:
+                    return self._other(reply.scenario).script(view, id_prefix=id_prefix)
+                steps, turn_idx = reply.steps, -1 - i  # faults counted apart from the turns'
+                break
+        else:
+            turn_idx = min(max(view.user_texts - 1, 0), len(self.turns) - 1)
+            steps = self.turns[turn_idx]
         step_idx = min(view.rounds, len(steps) - 1)
         step = steps[step_idx]
         fault = step.get("fault")
@@ -178,7 +236,7 @@ class Scenario:
                 fault = None
         blocks: list[ScriptBlock] = []
         for spec in step.get("blocks", []):
-            spec = render(spec, view)
+            spec = render(spec, view, match)
             t = spec["type"]
             if t == "tool_use":
                 raw = spec["raw"] if "raw" in spec else json.dumps(spec.get("input", {}))

@@ -1,9 +1,15 @@
-"""Structured logs: one JSON object per line on stderr (``TURNSTREAM_LOG_FORMAT=text`` for
-plain lines), and an access log of every request with its status and duration. Every line
-goes out without API keys or query strings (``hardening.Redacting``).
+"""The server's logs on stderr, in one of two shapes.
 
-``TURNSTREAM_LOG_LEVEL=DEBUG`` also logs the providers' requests, with keys redacted by
-the providers themselves (``providers/http.py``).
+* On a terminal (``TURNSTREAM_LOG_FORMAT=auto``, the default, when stderr is a TTY): short
+  text lines (``12:03:04 warning  message``), no access log, and uvicorn's start-up chatter
+  left out, so the address ``serve`` printed stays on the screen.
+* Elsewhere (a file, a pipe, a container's log collector), or with ``json``: one JSON object
+  per line, and an access log of every request with its status and duration.
+
+``TURNSTREAM_ACCESS_LOG=on|off`` overrides the access log's default. Every line goes out
+without API keys or query strings (``hardening.Redacting``). ``TURNSTREAM_LOG_LEVEL=DEBUG``
+also logs the providers' requests, with keys redacted by the providers themselves
+(``providers/http.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +17,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TextIO
 
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -35,6 +42,21 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(doc, default=str).decode()
 
 
+class ConsoleFormatter(logging.Formatter):
+    """``12:03:04 warning  message``; the logger's name only for other libraries' lines."""
+
+    def __init__(self) -> None:
+        super().__init__(datefmt="%H:%M:%S")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = f"{self.formatTime(record, self.datefmt)} {record.levelname.lower():<8} {record.getMessage()}"
+        if not record.name.startswith("turnstream"):
+            line += f"  ({record.name})"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
 class _DenialNoise(logging.Filter):
     """uvicorn's websockets-sansio protocol logs "returned without completing handshake" after
     a handshake answered with an HTTP denial (401/403/404), which is what ws.py does on
@@ -44,18 +66,47 @@ class _DenialNoise(logging.Filter):
         return record.getMessage() != "ASGI callable returned without completing handshake."
 
 
-def setup(level: str = "INFO", fmt: str = "json") -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(Redacting(JsonFormatter() if fmt == "json" else
-                                   logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")))
+@dataclass(frozen=True, slots=True)
+class LogChoice:
+    """What ``setup`` decided: the line format and whether requests are logged."""
+
+    format: str
+    access: bool
+    console: bool
+
+
+def choose(fmt: str, access_log: str, stream: TextIO) -> LogChoice:
+    """Resolve ``auto`` for the format and the access log by whether ``stream`` is a terminal."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    resolved = fmt if fmt != "auto" else ("text" if tty else "json")
+    logged = access_log == "on" or (access_log == "auto" and not tty)
+    return LogChoice(resolved, logged, tty)
+
+
+def setup(level: str = "INFO", fmt: str = "auto", access_log: str = "auto", stream: TextIO | None = None) -> LogChoice:
+    out = stream or sys.stderr
+    choice = choose(fmt, access_log, out)
+    handler = logging.StreamHandler(out)
+    inner = (JsonFormatter() if choice.format == "json" else
+             ConsoleFormatter() if choice.console else
+             logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(Redacting(inner))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     for name in ("uvicorn", "uvicorn.error"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
+    # On a terminal, uvicorn's "Started server process" and its like would push the address off
+    # the screen; its warnings and errors still show.
+    logging.getLogger("uvicorn.error").setLevel(logging.WARNING if choice.console else logging.NOTSET)
     logging.getLogger("uvicorn.error").addFilter(_DenialNoise())
     logging.getLogger("uvicorn.access").disabled = True
+    access.disabled = not choice.access
+    return choice
 
 
 class AccessLog:
@@ -66,7 +117,7 @@ class AccessLog:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or access.disabled:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
@@ -82,6 +133,7 @@ class AccessLog:
             await self.app(scope, receive, send_wrapper)
         finally:
             state = scope.get("state") or {}
-            access.info("%s %s %d", scope["method"], scope["path"], status,
+            ms = round((time.perf_counter() - start) * 1000, 1)
+            access.info("%s %s %d %.1f ms", scope["method"], scope["path"], status, ms,
                         extra={"method": scope["method"], "path": scope["path"], "status": status,
-                               "ms": round((time.perf_counter() - start) * 1000, 1), "user": state.get("user")})
+                               "ms": ms, "user": state.get("user")})

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import gc
 import hashlib
+import itertools
 import logging
 import os
 import signal
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 
 from ..bus import Bus
-from ..errors import StoreError, UsageError
+from ..errors import StoreError, UsageError, UserExists
 from ..settings import SERVER_DEMO, Settings
 from ..store import Store, open_bus, open_store
 from . import logs
@@ -64,13 +65,25 @@ async def login_key(store: Store, path: Path, *, persistent: bool) -> tuple[str,
         key = path.read_text().strip()
         if key and await store.user_by_key(key) is not None:
             return key, False
-    _, key = await store.create_user("local")
+    key = await _new_local_user(store)
     if persistent:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(key + "\n")
     return key, True
+
+
+async def _new_local_user(store: Store) -> str:
+    """A user for the login key: ``local``, or ``local-2``, ``local-3``… when the key file of an
+    earlier one was lost (its key cannot be recovered: only its hash is stored)."""
+    for n in itertools.count(1):
+        try:
+            _, key = await store.create_user("local" if n == 1 else f"local-{n}")
+        except UserExists:
+            continue
+        return key
+    raise AssertionError("unreachable")
 
 
 async def _heartbeat(store: Store, every: float) -> None:
@@ -82,7 +95,7 @@ async def _heartbeat(store: Store, every: float) -> None:
             log.warning("heartbeat failed: %s", exc)
 
 
-async def _run(settings: Settings) -> int:
+async def _run(settings: Settings, logging_to: logs.LogChoice) -> int:
     from .app import create_app
 
     db, model, demo, host = settings.db, settings.model, settings.demo, settings.host
@@ -119,6 +132,11 @@ async def _run(settings: Settings) -> int:
         if created:
             print("Created a local user; its key is kept in the key file for the next start.", flush=True)
         print(f"turnstream serving {model} on http://{shown}:{real_port}/#key={key}", flush=True)
+        if logging_to.console:
+            hint = "Open that address in a browser (it signs you in); Ctrl-C stops the server."
+            if not logging_to.access:
+                hint += " Requests are not logged on a terminal (TURNSTREAM_ACCESS_LOG=on logs them)."
+            print(hint, flush=True)
 
         app = create_app(state)
         if settings.gc == "tuned":
@@ -244,12 +262,12 @@ def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None
 
 def serve(settings: Settings) -> int:
     """Run the server until SIGINT or SIGTERM; the exit status."""
-    logs.setup(settings.log_level, settings.log_format)
+    choice = logs.setup(settings.log_level, settings.log_format, settings.access_log)
     model, demo = settings.default_model(SERVER_DEMO)
     settings = replace(settings, model=model, demo=demo)
     try:
         with asyncio.Runner(loop_factory=_loop_factory(settings.loop)) as runner:
-            return runner.run(_run(settings))
+            return runner.run(_run(settings, choice))
     except UsageError as exc:
         print(f"turnstream serve: {exc}", file=sys.stderr)
         return 2

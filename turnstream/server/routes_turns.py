@@ -34,6 +34,8 @@ def client_tool_specs(state: AppState, session: Session, tools: list[ClientTool]
 
 async def start_turn(state: AppState, session: Session, message: str,
                      client_tools: list[dict[str, Any]] | None) -> Follower:
+    if not session.title:  # before the turn's events, so every tab learns the title first
+        await state.titles.first_message(session.id, message)
     try:
         turn_id, sub = await state.turns.start(session, message, client_tools)
     except TurnConflictError as exc:

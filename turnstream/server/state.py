@@ -24,6 +24,7 @@ from .auth import Authenticator
 
 if TYPE_CHECKING:
     from ..notebook import NotebookManager
+    from .titles import Titler
     from .turns import TurnManager
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -56,12 +57,14 @@ class AppState:
     notebooks: NotebookManager | None = None
     turns: TurnManager = field(init=False)
     auth: Authenticator = field(init=False)
+    titles: Titler = field(init=False)
     _providers: dict[str, Provider] = field(default_factory=dict)
     extra_tools: list[Tool] = field(default_factory=list)
     """The operator's own server tools (``--tools``), in every session's toolset."""
 
     def __post_init__(self) -> None:
         from .admission import Admission
+        from .titles import Titler
         from .turns import TurnManager
 
         if self.settings.tools and not self.extra_tools:
@@ -73,6 +76,8 @@ class AppState:
                                  takeover=self.settings.takeover, sweep_interval=self.settings.sweep_interval,
                                  stale_after=self.settings.stale_after)
         self.auth = Authenticator(self.store)
+        titler = self.provider(self.settings.title_model) if self.settings.title_model else None
+        self.titles = Titler(self.store, self.bus, titler)
 
     def provider(self, model: str | None) -> Provider:
         """The provider for ``model`` (the server's default when empty), made once per name.
@@ -112,6 +117,7 @@ class AppState:
 
     async def aclose(self) -> None:
         await self.turns.aclose()
+        await self.titles.aclose()
         if self.notebooks is not None:
             await self.notebooks.aclose()
         for p in self._providers.values():

@@ -21,6 +21,7 @@ Messages, server to client (JSON text frames):
 * ``{"type": "event", "session_id", "turn_id", "id": "<turn_id>:<n>", "n", "event", "data"}``
   for every event of every turn of the session (the SSE event as JSON);
 * the notebook's own messages (``{"type": "notebook", …}``, see ``NotebookManager``);
+* ``{"type": "session", "session_id", "title"}`` when the session gets a title (``titles.py``);
 * ``{"type": "pong"}`` in answer to ``{"type": "ping"}``;
 * ``{"type": "reconnect"}`` when the server stops, before it closes the socket (code 1012).
 

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from ..blocks import Block, Session, ToolResultBlock, Turn, TurnStatus, TurnStopReason, Usage
-from ..errors import AlreadyExists, NotFound, SeqConflictError, TurnConflictError, TurnTakenOver
+from ..errors import AlreadyExists, NotFound, SeqConflictError, TurnConflictError, TurnTakenOver, UserExists
 from .keys import hash_key, new_key
 from .protocol import StoredEvent, ToolCallRecord, ToolCallStart, User, check_pending, first_event_of
 
@@ -46,6 +46,8 @@ class MemoryStore:
         return None
 
     async def create_user(self, name: str) -> tuple[User, str]:
+        if any(u.name == name for u in self._users.values()):
+            raise UserExists(name)
         user = User(id=new_id("usr"), name=name)
         key = new_key()
         self._users[user.id] = user
@@ -78,6 +80,13 @@ class MemoryStore:
 
     async def list_sessions(self, user_id: str) -> list[Session]:
         return [s.model_copy() for s in self._sessions.values() if s.user_id == user_id]
+
+    async def rename_session(self, session_id: str, title: str) -> bool:
+        s = self._sessions.get(session_id)
+        if s is None:
+            return False
+        s.title = title
+        return True
 
     async def delete_session(self, session_id: str) -> bool:
         if self._sessions.pop(session_id, None) is None:

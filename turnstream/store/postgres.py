@@ -58,6 +58,7 @@ from ..errors import (
     StoreError,
     TurnConflictError,
     TurnTakenOver,
+    UserExists,
 )
 from ..settings import DatabaseURL
 from ._sql import (
@@ -205,8 +206,14 @@ class PostgresStore:
     # users -----------------------------------------------------------------
     async def create_user(self, name: str) -> tuple[User, str]:
         user, key = User(id=_new_id("usr"), name=name), new_key()
-        await self._count("INSERT INTO users (id, name, key_hash, created_at) VALUES ($1, $2, $3, $4)",
-                          user.id, name, hash_key(key), time.time())
+        async with self._conn() as conn, conn.transaction():
+            # Users are made rarely (a command, a first start): a table lock that other creators
+            # wait for keeps the check and the insert together without a schema change.
+            await conn.execute("LOCK TABLE users IN SHARE ROW EXCLUSIVE MODE")
+            if await conn.fetchval("SELECT 1 FROM users WHERE name = $1", name) is not None:
+                raise UserExists(name)
+            await conn.execute("INSERT INTO users (id, name, key_hash, created_at) VALUES ($1, $2, $3, $4)",
+                               user.id, name, hash_key(key), time.time())
         return user, key
 
     async def user_by_key(self, api_key: str) -> User | None:
@@ -239,6 +246,9 @@ class PostgresStore:
     async def list_sessions(self, user_id: str) -> list[Session]:
         rows = await self._all(f"SELECT {SESSION_COLS} FROM sessions WHERE user_id = $1 ORDER BY ord", user_id)
         return [session_from_row(r) for r in rows]
+
+    async def rename_session(self, session_id: str, title: str) -> bool:
+        return await self._count("UPDATE sessions SET title = $1 WHERE id = $2", title, session_id) == 1
 
     async def delete_session(self, session_id: str) -> bool:
         return await self._count("DELETE FROM sessions WHERE id = $1", session_id) == 1

@@ -153,7 +153,8 @@ class Store(Protocol):
 
     # users -----------------------------------------------------------------
     async def create_user(self, name: str) -> tuple[User, str]:
-        """Create a user; return it and its API key (only a hash of the key is stored)."""
+        """Create a user; return it and its API key (only a hash of the key is stored).
+        ``UserExists`` when another user has that name."""
         ...
 
     async def user_by_key(self, api_key: str) -> User | None: ...
@@ -169,6 +170,10 @@ class Store(Protocol):
     async def get_session(self, session_id: str, *, with_turns: bool = False) -> Session | None: ...
 
     async def list_sessions(self, user_id: str) -> list[Session]: ...
+
+    async def rename_session(self, session_id: str, title: str) -> bool:
+        """Set the session's title; False if there is no such session."""
+        ...
 
     async def delete_session(self, session_id: str) -> bool:
         """Delete the session with its turns, blocks, events and notebook; False if absent."""

@@ -37,7 +37,7 @@ import orjson
 
 from ..aio import shielded
 from ..blocks import Block, Session, ToolResultBlock, Turn, TurnStatus, TurnStopReason, Usage
-from ..errors import AlreadyExists, NotFound, SeqConflictError, StoreError, TurnConflictError, TurnTakenOver
+from ..errors import AlreadyExists, NotFound, SeqConflictError, StoreError, TurnConflictError, TurnTakenOver, UserExists
 from ._sql import (
     SCHEMA_MIGRATIONS,
     SESSION_COLS,
@@ -254,7 +254,9 @@ class SQLiteStore:
         user, key = User(id=_new_id("usr"), name=name), new_key()
 
         def op(c: sqlite3.Connection) -> None:
-            with _write(c):
+            with _write(c):  # the write lock is held from here: no other writer between check and insert
+                if c.execute("SELECT 1 FROM users WHERE name = ?", (name,)).fetchone() is not None:
+                    raise UserExists(name)
                 c.execute("INSERT INTO users (id, name, key_hash, created_at) VALUES (?, ?, ?, ?)",
                           (user.id, name, hash_key(key), time.time()))
 
@@ -303,6 +305,13 @@ class SQLiteStore:
         rows = await self._run(lambda c: c.execute(
             f"SELECT {SESSION_COLS} FROM sessions WHERE user_id = ? ORDER BY rowid", (user_id,)).fetchall())
         return [session_from_row(r) for r in rows]
+
+    async def rename_session(self, session_id: str, title: str) -> bool:
+        def op(c: sqlite3.Connection) -> bool:
+            with _write(c):
+                return c.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id)).rowcount == 1
+
+        return await self._run(op)
 
     async def delete_session(self, session_id: str) -> bool:
         def op(c: sqlite3.Connection) -> bool:

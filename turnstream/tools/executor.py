@@ -19,12 +19,19 @@ import orjson
 from pydantic import BaseModel
 
 from ..blocks import ToolUseBlock
+from ..errors import ToolError
 from .tool import Tool, ToolContext
 
 log = logging.getLogger("turnstream.tools")
 
 Approver = Callable[[ToolUseBlock, Tool], Awaitable[bool]]
 """Asked inline before a ``requires_approval`` tool runs; False denies the call."""
+
+EXPECTED_REFUSALS: tuple[type[Exception], ...] = (ToolError, FileNotFoundError, IsADirectoryError,
+                                                 NotADirectoryError)
+"""A tool saying no to its input (a path outside the root, a missing file): an answer for the
+model, logged at INFO in one line. Any other exception is a bug in the tool and is logged with
+its traceback."""
 
 DENIED = "The user denied this tool call; it was not run. Do not retry it unless the user asks."
 
@@ -148,10 +155,17 @@ class ToolExecutor:
                 o.content = truncate(to_text(value), self.max_result_chars)
         except TimeoutError as exc:
             if not deadline.expired():  # the tool's own TimeoutError, not our deadline
-                log.exception("tool %s failed (call %s)", tool.name, o.call.tool_use_id)
-                o.content, o.is_error = truncate(f"{type(exc).__name__}: {exc}", self.max_result_chars), True
+                self._failed(o, tool, exc)
             else:
                 o.content, o.is_error = f"Tool execution timed out after {format_seconds(tool.timeout)}", True
         except Exception as exc:
-            log.exception("tool %s failed (call %s)", tool.name, o.call.tool_use_id)
-            o.content, o.is_error = truncate(f"{type(exc).__name__}: {exc}", self.max_result_chars), True
+            self._failed(o, tool, exc)
+
+    def _failed(self, o: Outcome, tool: Tool, exc: Exception) -> None:
+        """The tool raised: the model reads ``TypeName: message``; the log gets one line for an
+        expected refusal, the traceback for anything else."""
+        if isinstance(exc, EXPECTED_REFUSALS):
+            log.info("tool %s refused (call %s): %s: %s", tool.name, o.call.tool_use_id, type(exc).__name__, exc)
+        else:
+            log.error("tool %s failed (call %s)", tool.name, o.call.tool_use_id, exc_info=exc)
+        o.content, o.is_error = truncate(f"{type(exc).__name__}: {exc}", self.max_result_chars), True

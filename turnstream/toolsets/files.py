@@ -18,7 +18,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..errors import NotATextFileError, PathOutsideRootError
+from ..errors import NotATextFileError, PathOutsideRootError, ToolInputError
 from ..tools.tool import Tool, tool
 
 MAX_READ_BYTES = 64 * 1024
@@ -35,7 +35,7 @@ def _is_within(path: Path, root: Path) -> bool:
 def _confine(root: Path, requested: str) -> Path:
     """The real path of ``requested`` (relative to ``root``), or an error if it leaves ``root``."""
     if "\x00" in requested:
-        raise ValueError("path contains a NUL character")
+        raise ToolInputError("path contains a NUL character")
     candidate = Path(requested)
     if not candidate.is_absolute():
         candidate = root / candidate
@@ -115,7 +115,7 @@ def _read_file(root: Path, path: str) -> str:
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise ValueError(f"'{path}' is not a regular file")
+            raise NotATextFileError(f"'{path}' is not a regular file")
         data = f.read(MAX_READ_BYTES)
     if _looks_binary(data[:_SNIFF_BYTES]):
         raise NotATextFileError(

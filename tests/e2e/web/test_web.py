@@ -61,12 +61,12 @@ def server_without_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     srv.stop()
 
 
-def _run(server: Server, name: str) -> None:
+def _run(server: Server, name: str, file: str = "web.test.mjs") -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TURNSTREAM_URL": server.url.rstrip("/"),
            "TURNSTREAM_KEY": server.key or "", "SCREENSHOT_DIR": str(SCREENSHOTS), "CHROMIUM": str(CHROMIUM)}
     proc = subprocess.run(
-        ["node", "--test", "--test-reporter=spec", f"--test-name-pattern={re.escape(name)}", "web.test.mjs"],
+        ["node", "--test", "--test-reporter=spec", f"--test-name-pattern={re.escape(name)}", file],
         cwd=HERE, env=env, capture_output=True, text=True, timeout=240)
     out = proc.stdout + proc.stderr
     if proc.returncode != 0 or "# pass 0" in out or "ℹ pass 0" in out:
@@ -129,3 +129,38 @@ def test_sessions_keyboard(server: Server) -> None:
 
 def test_notebook_says_why_no_cell_runs_without_a_sandbox(server_without_sandbox: Server) -> None:
     _run(server_without_sandbox, "the notebook pane says why no cell can run")
+
+
+# Issue 16, "the first hour" (first-hour.test.mjs) ------------------------------------------------
+
+def test_tool_calls_are_one_line_and_open_formatted(server: Server) -> None:
+    _run(server, "tool calls are one line each", "first-hour.test.mjs")
+
+
+def test_long_output_folds_errors_are_text_code_is_highlighted(server: Server) -> None:
+    _run(server, "long output folds", "first-hour.test.mjs")
+
+
+def test_every_suggestion_works_offline(server: Server) -> None:
+    _run(server, "every suggestion the page offers", "first-hour.test.mjs")
+
+
+def test_chats_are_titled_and_never_left_empty(server: Server) -> None:
+    _run(server, "a chat takes its first message as its title", "first-hour.test.mjs")
+
+
+@pytest.mark.parametrize("device", ["tablet", "phone"])
+def test_small_screens_have_tabs_and_a_drawer(server: Server, device: str) -> None:
+    _run(server, f"on a {device} (", "first-hour.test.mjs")
+
+
+def test_every_size_light_and_dark_axe_and_chart_theme(server: Server) -> None:
+    _run(server, "every size in light and dark", "first-hour.test.mjs")
+
+
+def test_provider_error_in_words_with_retry(server: Server) -> None:
+    _run(server, "a provider error says what happened", "first-hour.test.mjs")
+
+
+def test_delete_asks_in_the_pages_dialog(server: Server) -> None:
+    _run(server, "deleting a chat asks in the page's dialog", "first-hour.test.mjs")

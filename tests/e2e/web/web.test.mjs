@@ -1,113 +1,13 @@
-// Browser tests of the web chat against a running `turnstream serve`.
+// Browser tests of the web chat against a running `turnstream serve` (see support.mjs).
 //
-//   TURNSTREAM_URL=http://127.0.0.1:8000 TURNSTREAM_KEY=... node --test web.test.mjs
-//
-// tests/e2e/web/test_web.py starts the server (SQLite in a temporary folder, the offline
-// demo model) and runs this file, one test at a time. Debian's Chromium is driven through
-// playwright-core; every test gets a fresh profile. Nothing here waits for a fixed time:
-// each step waits for something visible on the page.
+// Debian's Chromium is driven through playwright-core; every test gets a fresh profile. Nothing
+// here waits for a fixed time: each step waits for something visible on the page.
 
 import assert from "node:assert/strict";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import { after, before, test } from "node:test";
-import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
-
-const HERE = path.dirname(fileURLToPath(import.meta.url));
-const BASE = (process.env.TURNSTREAM_URL || "http://127.0.0.1:8000").replace(/\/$/, "");
-const KEY = process.env.TURNSTREAM_KEY || "";
-const SHOTS = process.env.SCREENSHOT_DIR || path.resolve(HERE, "../screenshots");
-const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
-const SCENARIOS = path.join(HERE, "scenarios");
-const ARGS = [
-  "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-];
-const TURN_TIMEOUT = 60_000;
-
-fs.mkdirSync(SHOTS, { recursive: true });
-const profiles = [];
-
-before(() => {
-  assert.ok(KEY, "TURNSTREAM_KEY must hold an API key of the server under test");
-});
-
-after(() => {
-  for (const dir of profiles) fs.rmSync(dir, { recursive: true, force: true });
-});
-
-async function launch() {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "turnstream-chromium-"));
-  profiles.push(dir);
-  const context = await chromium.launchPersistentContext(dir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ARGS,
-    viewport: { width: 1440, height: 900 },
-    colorScheme: "light",
-  });
-  context.setDefaultTimeout(TURN_TIMEOUT);
-  return context;
-}
-
-async function api(pathname, { method = "GET", body } = {}) {
-  const resp = await fetch(BASE + pathname, {
-    method,
-    headers: { Authorization: `Bearer ${KEY}`, ...(body ? { "Content-Type": "application/json" } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const text = await resp.text();
-  assert.ok(resp.ok, `${method} ${pathname}: ${resp.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
-
-async function newSession(title, scenario = null) {
-  const body = { title, toolset: "notebook" };
-  if (scenario) body.model = `scripted:${path.join(SCENARIOS, scenario)}`;
-  return api("/api/sessions", { method: "POST", body });
-}
-
-// Opens the page the way a user does: the address `turnstream serve` prints, with the key.
-async function openPage(context, sessionId) {
-  const page = await context.newPage();
-  const errors = [];
-  page.on("pageerror", (err) => errors.push(err));
-  page.errors = errors;
-  await page.goto(`${BASE}/#key=${encodeURIComponent(KEY)}${sessionId ? `&session=${sessionId}` : ""}`);
-  await page.waitForSelector("body[data-ready='true']");
-  if (sessionId) await page.waitForSelector(`body[data-session-id='${sessionId}']`);
-  return page;
-}
-
-async function send(page, text) {
-  await page.fill("#message", text);
-  await page.press("#message", "Enter");
-}
-
-function lastTurn(page) {
-  return page.locator(".turn").last();
-}
-
-async function waitTurnStatus(page, status) {
-  await page.waitForSelector(`.turn:last-of-type[data-status='${status}']`);
-}
-
-async function shot(page, name) {
-  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: false });
-}
-
-// The kinds and indexes of the last turn's blocks, in page order.
-async function blockOrder(page) {
-  return lastTurn(page).evaluate((turn) =>
-    [...turn.querySelectorAll(".msg-assistant > .block:not([hidden])")].map((b) => ({
-      index: Number(b.dataset.index),
-      kind: [...b.classList].find((c) => c.startsWith("block-")),
-      name: b.querySelector(".tool-name")?.textContent ?? null,
-      text: b.textContent.trim().slice(0, 80),
-    })));
-}
+import { test } from "node:test";
+import {
+  BASE, KEY, api, blockOrder, launch, lastTurn, newSession, openPage, send, shot, TURN_TIMEOUT, waitTurnStatus,
+} from "./support.mjs";
 
 test("the page takes the key from the address, hides it and says it runs the offline demo", async () => {
   const context = await launch();
@@ -272,7 +172,7 @@ test("a client-side tool runs in the browser and its answer reaches the model", 
     await waitTurnStatus(page, "complete");
     const card = lastTurn(page).locator(".block-tool[aria-label='Tool call get_browser_time']");
     assert.equal(await card.getAttribute("data-state"), "done");
-    assert.match(await card.locator(".tool-output").textContent(), /"time_zone"/);
+    assert.match(await card.locator(".tool-output").textContent(), new RegExp(`time zone\\s*${tz}`));
     const finalText = await lastTurn(page).locator(".block-text").last().textContent();
     assert.equal(finalText.trim(), `Your browser's time zone is ${tz}.`);
     assert.deepEqual(page.errors, []);
@@ -430,7 +330,7 @@ test("a provider error shows in place, after the blocks the turn already had", a
     await waitTurnStatus(page, "failed");
     const order = await blockOrder(page);
     assert.deepEqual(order.map((b) => b.kind), ["block-text", "block-tool", "block-error"]);
-    assert.match(order[2].text, /refuses this request/);
+    assert.match(await lastTurn(page).locator(".block-error").textContent(), /refuses this request/);
     assert.match(await lastTurn(page).locator(".turn-footer").textContent(), /failed/);
     // The session takes the next message.
     assert.equal(await page.locator("#send").isDisabled(), false);
@@ -440,7 +340,7 @@ test("a provider error shows in place, after the blocks the turn already had", a
     await waitTurnStatus(page, "failed");
     const again = await blockOrder(page);
     assert.deepEqual(again.map((b) => b.kind), ["block-text", "block-tool", "block-error"]);
-    assert.match(again[2].text, /refuses this request/);
+    assert.match(await lastTurn(page).locator(".block-error").textContent(), /refuses this request/);
     assert.deepEqual(page.errors, []);
   } finally {
     await context.close();
@@ -504,18 +404,27 @@ test("sessions can be created, switched and deleted from the keyboard", async ()
   const context = await launch();
   try {
     const page = await openPage(context);
-    page.on("dialog", (d) => d.accept());
-    const before = await page.evaluate(() => document.body.dataset.sessionId ?? null);
+    const dialogs = [];
+    page.on("dialog", (d) => {
+      dialogs.push(d.type());
+      d.dismiss();
+    });
+    const before = (await api("/api/sessions")).sessions.length;
+    const previous = await page.evaluate(() => document.body.dataset.sessionId ?? null);
     await page.focus("#new-session");
     await page.keyboard.press("Enter");
-    await page.waitForFunction((prev) => document.body.dataset.sessionId && document.body.dataset.sessionId !== prev,
-      before);
+    // A new chat is a draft: the message box is ready, nothing exists on the server yet.
+    await page.waitForFunction(() => !document.body.dataset.sessionId && document.activeElement?.id === "message");
+    await page.waitForSelector(".session-list li.current.draft");
+    assert.equal((await api("/api/sessions")).sessions.length, before);
+    await page.keyboard.type("Keyboard chat, first message");
+    await page.keyboard.press("Enter");
+    await page.waitForFunction(() => document.body.dataset.sessionId);
     const sid = await page.evaluate(() => document.body.dataset.sessionId);
-    // Focus moves to the message box, ready to type.
-    await page.waitForFunction(() => document.activeElement?.id === "message");
+    await waitTurnStatus(page, "complete");
     await page.waitForSelector(`.session-list li.current [data-session-id='${sid}']`);
     // Switch to another chat with the arrow keys and Enter, then back.
-    if (before) {
+    if (previous) {
       await page.focus(`.session-list [data-session-id='${sid}']`);
       await page.keyboard.press("ArrowDown");
       await page.keyboard.press("Enter");
@@ -523,10 +432,18 @@ test("sessions can be created, switched and deleted from the keyboard", async ()
       await page.click(`.session-list [data-session-id='${sid}']`);
       await page.waitForFunction((id) => document.body.dataset.sessionId === id, sid);
     }
-    await page.locator(".session-list li.current .session-delete").click();
+    // Delete from the keyboard, through the page's own dialog (Cancel has the focus).
+    await page.focus(".session-list li.current .session-delete");
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("#confirm-dialog[open]");
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Cancel");
+    await page.keyboard.press("Tab");
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Delete");
+    await page.keyboard.press("Enter");
     await page.waitForFunction((id) => !document.querySelector(`[data-session-id='${id}']`), sid);
     const remaining = await api("/api/sessions");
     assert.ok(!remaining.sessions.some((s) => s.id === sid));
+    assert.deepEqual(dialogs, [], "no browser dialog");
     assert.deepEqual(page.errors, []);
   } finally {
     await context.close();

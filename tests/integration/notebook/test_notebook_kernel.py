@@ -149,3 +149,20 @@ async def test_a_cell_that_ends_the_process_is_reported_and_the_kernel_comes_bac
     err = r.outputs[0]
     assert err["type"] == "error" and err["ename"] == "KernelDied" and "exit status 7" in err["evalue"]
     assert (await kernel.execute("'back'")).outputs == [{"type": "text", "text": "'back'"}]
+
+
+async def test_sql_sums_of_integers_stay_integers(kernel: Kernel) -> None:
+    """DuckDB sums integers as HUGEINT, which pandas would show as 260.0 (issue 16, point 8)."""
+    setup = "import pandas as pd\norders = pd.DataFrame({'region': ['N', 'S', 'N'], 'units': [120, 80, 140]})"
+    assert (await kernel.execute(setup)).status == "success"
+    r = await kernel.execute("-- name: totals\nSELECT region, SUM(units) AS units, AVG(units) AS mean FROM orders "
+                             "GROUP BY region ORDER BY region", "sql", result_name="totals")
+    assert r.status == "success", r.outputs
+    assert "260.0" not in r.outputs[-1]["text"] and "260" in r.outputs[-1]["text"]
+    r = await kernel.execute("(str(totals['units'].dtype), totals['units'].tolist(), str(totals['mean'].dtype))")
+    assert r.outputs == [{"type": "text", "text": "('int64', [260, 80], 'float64')"}]
+
+
+async def test_a_time_limit_is_shown_rounded(quick_kernel: Kernel) -> None:
+    r = await quick_kernel.execute("while True:\n    pass", time_limit=0.499873)
+    assert "time limit of 0.5 s" in r.outputs[0]["evalue"]  # not 0.499873 s

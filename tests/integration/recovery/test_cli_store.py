@@ -96,3 +96,36 @@ async def test_users_add_prints_a_key_that_works_and_is_not_stored(tmp_path: Pat
     assert any(b"alice" in data for data in contents.values())  # the user itself is stored
     for name, data in contents.items():
         assert key.encode() not in data, f"the API key is stored in clear in {name}"
+
+
+def test_users_add_refuses_a_name_that_is_taken(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'users.db'}"
+    assert turnstream("users", "add", "alice", "--db", db).returncode == 0
+    again = turnstream("users", "add", "alice", "--db", db)
+    assert again.returncode == 1
+    assert again.stderr.strip() == "turnstream users add: a user named 'alice' exists already"
+    assert "API key" not in again.stdout
+
+
+def test_replay_without_a_database_creates_none(tmp_path: Path) -> None:
+    env = {**os.environ, "COLUMNS": "200"}
+    env.pop("TURNSTREAM_DB", None)
+    out = subprocess.run([sys.executable, "-m", "turnstream.cli", "replay", "ses_x"], capture_output=True,
+                         text=True, env=env, timeout=60, cwd=tmp_path)
+    assert out.returncode == 1
+    assert "there is no database at ./turnstream.db" in out.stderr
+    assert list(tmp_path.iterdir()) == []
+    named = turnstream("replay", "ses_x", "--db", f"sqlite:///{tmp_path / 'none.db'}")
+    assert named.returncode == 1 and "none.db" in named.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_help_of_replay_and_users_add_describes_their_arguments() -> None:
+    replay = turnstream("replay", "--help").stdout
+    assert "SESSION_ID  the session's id" in replay
+    assert "Only reads." in replay
+    assert "examples:\n  turnstream replay ses_" in replay
+    add = turnstream("users", "add", "--help").stdout
+    assert "NAME        a name for the user, unique in the database" in add
+    assert "A name that another user has is refused." in add
+    assert "$TURNSTREAM_DB" in add

@@ -5,6 +5,9 @@
 // where change is cell_created | cell_updated | cell_deleted | cell_status | cell_output, and
 // sandbox.warning (when set) says that cells run unsandboxed or cannot run, and why.
 
+import { highlight } from "./highlight.js";
+import { themed } from "./theme.js";
+
 const STATUS_LABELS = {
   idle: "idle",
   running: "running",
@@ -96,14 +99,17 @@ function renderOutput(out) {
     }
     case "plotly": {
       const wrap = el("div", { class: "out out-plotly" });
-      const plot = el("div", { class: "plot", role: "img", "aria-label": figureTitle(out.figure) });
+      // A figure, not an image: the chart's toolbar inside it can be used from the keyboard.
+      const plot = el("div", { class: "plot", role: "figure", "aria-label": figureTitle(out.figure) });
       wrap.append(plot);
       loadPlotly()
         .then((Plotly) => {
           const fig = out.figure || {};
-          const layout = { autosize: true, margin: { l: 48, r: 16, t: 48, b: 40 }, ...(fig.layout || {}) };
+          const layout = themed({ autosize: true, margin: { l: 48, r: 16, t: 48, b: 40 }, ...(fig.layout || {}) });
           delete layout.width;
-          return Plotly.newPlot(plot, fig.data || [], layout, { responsive: true, displaylogo: false });
+          // No "Share chart" (it uploads to Plotly's cloud, which this page may not reach).
+          return Plotly.newPlot(plot, fig.data || [], layout,
+            { responsive: true, displaylogo: false, showSendToCloud: false, showEditInChartStudio: false });
         })
         .then(() => wrap.classList.add("rendered"))
         .catch((err) => {
@@ -251,7 +257,12 @@ export class NotebookView {
     badge.textContent = STATUS_LABELS[status] || status;
     badge.title = status === "blocked" && cell.blocked_by ? `blocked by cell ${cell.blocked_by}` : "";
     if (status === "blocked" && cell.blocked_by) badge.textContent = `blocked by #${cell.blocked_by}`;
-    if (prev.code !== cell.code) node.querySelector(".cell-code code").textContent = cell.code || "";
+    if (prev.code !== cell.code || prev.language !== cell.language) {
+      const code = node.querySelector(".cell-code code");
+      code.textContent = cell.code || "";
+      delete code.dataset.highlighted;
+      highlight(code, cell.language || "python");
+    }
     if (cell.outputs && JSON.stringify(prev.outputs) !== JSON.stringify(cell.outputs)) {
       const box = node.querySelector(".cell-outputs");
       box.replaceChildren(...cell.outputs.map(renderOutput));

@@ -1,0 +1,399 @@
+// One turn in the chat: the user's message and the assistant's blocks, in stream order.
+//
+// The turn follows the SPEC §8 event stream. Every block is keyed by its index (its seq in the
+// turn), so any event can arrive first, twice, or only in its stored form (a replay sends
+// block_stop without block_start/block_delta) and the page still shows each block once, in
+// place. Events carry `id: <turn_id>:<n>`; n is remembered per turn and events at or below it
+// are dropped, which makes a resume with Last-Event-ID exact.
+
+import { announce, h, toast } from "./dom.js";
+import { highlightAll } from "./highlight.js";
+import { renderMarkdown } from "./markdown.js";
+import { ToolCard, folded } from "./toolview.js";
+
+export const ENDED = new Set(["complete", "failed", "cancelled", "interrupted"]);
+
+// What went wrong, in words: a heading, and the detail the server gave.
+export function describeError({ code = "", message = "", retryable = false } = {}) {
+  const said = message ? `It said: “${message}”.` : "";
+  const again = retryable ? " This is usually temporary: try again in a moment." : "";
+  if (/^provider_/.test(code) || code === "stream_protocol") {
+    if (/overload/i.test(message)) return { title: "The model's provider is overloaded right now.", detail: `${said}${again}` };
+    if (/rate.?limit|too many/i.test(message)) return { title: "The model's provider is limiting requests.", detail: `${said}${again}` };
+    const what = code === "provider_status" ? "refused the request" : code === "stream_protocol"
+      ? "sent an answer this server cannot read" : "reported an error while answering";
+    return { title: `The model's provider ${what}.`, detail: `${said}${again}` };
+  }
+  if (code === "stream_broken") return { title: "The connection to the model broke off.", detail: `${said}${again}` };
+  if (code === "network") return { title: "The server could not be reached.", detail: `${message}. Check that turnstream serve is still running.` };
+  if (code === "store_error") return { title: "The server could not save this turn.", detail: `${said}${again}` };
+  if (code === "409") return { title: "Another turn is still running in this chat.", detail: "Stop it, or wait for it to end." };
+  if (code === "503") return { title: "The server is at capacity.", detail: "It could not start this turn in time; try again in a moment." };
+  if (code === "404" || code === "410") return { title: "This turn is no longer on the server.", detail: message };
+  if (code === "stored") return { title: "This turn failed.", detail: said };
+  return { title: "Something went wrong on the server.", detail: said };
+}
+
+// --- blocks -------------------------------------------------------------------------------
+class BlockView {
+  constructor(turn, index, type, info = {}) {
+    this.turn = turn;
+    this.index = index;
+    this.type = type;
+    this.step = info.step ?? turn.step;
+    this.stopped = false;
+    this.text = "";
+    this.raw = "";
+    this.input = undefined;
+    this.toolUseId = info.tool_use_id ?? null;
+    this.name = info.name ?? null;
+    this.node = this.build();
+    this.node.dataset.index = String(index);
+    this.dirty = false;
+  }
+
+  build() {
+    switch (this.type) {
+      case "thinking":
+      case "redacted_thinking": {
+        const label = this.type === "thinking" ? "Thinking" : "Thinking (redacted)";
+        this.body = h("div", { class: "thinking-text" });
+        return h("details", { class: "block block-thinking" }, h("summary", { text: label }), this.body);
+      }
+      case "tool_use":
+        this.card = new ToolCard(this.name, this.toolUseId);
+        return this.card.node;
+      case "tool_result":
+        // Shown inside its call's card; this node is only a placeholder for ordering when the
+        // call is unknown (it then shows the result on its own).
+        this.body = h("div", { class: "tool-output" });
+        return h("div", { class: "block block-orphan-result", hidden: true },
+          h("div", { class: "tool-label", text: "Tool result" }), this.body);
+      case "provider":
+        return h("div", { class: "block block-provider muted", text: "(provider block)" });
+      default:
+        this.body = h("div", { class: "md" });
+        return h("div", { class: "block block-text" }, this.body);
+    }
+  }
+
+  // After a gap (a reconnect, or a reload that joined the block midway) the pieces missed are
+  // gone for good: text stops growing until block_stop brings the whole block, while a tool's
+  // `input` (always the parse of everything so far) stays usable.
+  appendDelta(d) {
+    if (typeof d.text === "string" && !this.gap) this.text += d.text;
+    if (typeof d.partial_json === "string" && !this.gap) this.raw += d.partial_json;
+    if (d.input !== undefined && d.input !== null) this.input = d.input;
+    this.schedule();
+  }
+
+  finish(block) {
+    this.stopped = true;
+    this.block = block;
+    if (block) {
+      this.step = block.step ?? this.step;
+      if (block.type === "text") this.text = block.text ?? this.text;
+      else if (block.type === "thinking") this.text = block.thinking ?? this.text;
+      else if (block.type === "redacted_thinking") this.text = "(encrypted reasoning, not shown)";
+      else if (block.type === "tool_use") {
+        this.input = block.input ?? this.input;
+        this.toolUseId = block.tool_use_id;
+        this.name = block.name;
+        this.card.setCall(block.name, block.tool_use_id);
+        if (block.input_error) this.inputError = block.input_error;
+        if (this.card.state === "streaming") this.card.setState("running");
+      }
+    }
+    this.render();
+  }
+
+  schedule() {
+    if (this.dirty) return;
+    this.dirty = true;
+    requestAnimationFrame(() => {
+      this.dirty = false;
+      this.render();
+    });
+  }
+
+  render() {
+    switch (this.type) {
+      case "thinking":
+      case "redacted_thinking":
+        this.body.textContent = this.text;
+        break;
+      case "tool_use":
+        this.card.setInput(this.input, this.gap ? "" : this.raw, this.inputError);
+        break;
+      case "tool_result":
+      case "provider":
+        break;
+      default:
+        this.body.innerHTML = renderMarkdown(this.text);
+        this.node.classList.toggle("streaming", !this.stopped);
+        if (this.stopped) highlightAll(this.body);
+    }
+  }
+}
+
+// --- turns --------------------------------------------------------------------------------
+export class TurnView {
+  constructor(chat, { turnId = null, input = "", status = "running" } = {}) {
+    this.chat = chat;
+    this.turnId = turnId;
+    this.input = input;
+    this.status = status;
+    this.lastN = 0;
+    this.step = 0;
+    this.blocks = new Map(); // index -> BlockView
+    this.tools = new Map(); // tool_use_id -> BlockView (tool_use)
+    this.requests = new Map(); // tool_use_id -> tool_request data
+    this.errorSeq = 0;
+    this.node = h("article", { class: "turn", "aria-label": "Conversation turn" });
+    this.userBody = h("div", { class: "msg-body", text: input });
+    this.node.append(h("div", { class: "msg msg-user" }, h("div", { class: "msg-who", text: "You" }), this.userBody));
+    this.blocksEl = h("div", { class: "msg msg-assistant", "aria-label": "Assistant" });
+    this.blocksEl.append(h("div", { class: "msg-who", text: "Assistant" }));
+    this.typing = h("div", { class: "typing", "aria-hidden": "true" }, h("span"), h("span"), h("span"));
+    this.footer = h("div", { class: "turn-footer muted" });
+    this.blocksEl.append(this.typing);
+    this.node.append(this.blocksEl, this.footer);
+    this.setStatus(status);
+    if (turnId) this.node.dataset.turnId = turnId;
+  }
+
+  setInput(text) {
+    this.input = text;
+    this.userBody.textContent = text;
+  }
+
+  setStatus(status) {
+    this.status = status;
+    this.node.dataset.status = status;
+    this.typing.hidden = status !== "running";
+  }
+
+  // Places a node among the blocks by its index (errors use fractional indexes).
+  place(node, index) {
+    const kids = [...this.blocksEl.children].filter((c) => c.dataset.index !== undefined);
+    const after = kids.find((c) => Number(c.dataset.index) > index);
+    this.blocksEl.insertBefore(node, after || this.typing);
+  }
+
+  ensureBlock(index, type, info = {}) {
+    let b = this.blocks.get(index);
+    if (b && b.type !== type && type) {
+      // A replay may reveal the real type of a block created from a delta.
+      b.node.remove();
+      this.blocks.delete(index);
+      b = null;
+    }
+    if (!b) {
+      b = new BlockView(this, index, type || "text", info);
+      this.blocks.set(index, b);
+      this.place(b.node, index);
+      if (b.type === "tool_use" && b.toolUseId) this.tools.set(b.toolUseId, b);
+    }
+    return b;
+  }
+
+  // --- events -----------------------------------------------------------------------------
+  apply(name, data, n) {
+    if (n !== undefined && n !== null) {
+      if (n <= this.lastN) return false; // seen already
+      this.lastN = n;
+      if (this.turnId) rememberN(this.turnId, n);
+    }
+    switch (name) {
+      case "turn_start":
+        if (data.turn_id && !this.turnId) {
+          this.turnId = data.turn_id;
+          this.node.dataset.turnId = data.turn_id;
+        }
+        this.setStatus("running");
+        break;
+      case "step_start":
+        this.step = data.step;
+        break;
+      case "block_start": {
+        const b = this.ensureBlock(data.index, data.type, { tool_use_id: data.tool_use_id, name: data.name });
+        if (data.type === "tool_result" && data.tool_use_id) this.attachResult(b, data.tool_use_id, null);
+        break;
+      }
+      case "block_delta": {
+        const existing = this.blocks.get(data.index);
+        const type = existing ? existing.type : typeof data.partial_json === "string" ? "tool_use" : "text";
+        const b = this.ensureBlock(data.index, type);
+        if (!existing) b.gap = true; // joined midway: its start is not ours to show
+        b.appendDelta(data);
+        break;
+      }
+      case "block_stop": {
+        const block = data.block || {};
+        const b = this.ensureBlock(data.index, block.type || this.blocks.get(data.index)?.type,
+          { tool_use_id: block.tool_use_id, name: block.name, step: block.step });
+        if (block.type === "tool_result") {
+          b.stopped = true;
+          b.step = block.step ?? b.step;
+          this.attachResult(b, block.tool_use_id, block);
+        } else {
+          b.finish(block);
+          if (b.type === "tool_use" && b.toolUseId) this.tools.set(b.toolUseId, b);
+        }
+        break;
+      }
+      case "tool_request":
+        this.handleRequest(data);
+        break;
+      case "tool_approval": {
+        const call = this.tools.get(data.tool_use_id);
+        if (call && !call.card.hasResult) {
+          call.card.clearActions();
+          call.card.setState(data.approved ? "running" : "denied");
+        }
+        break;
+      }
+      case "step_restart":
+        for (const [index, b] of [...this.blocks]) {
+          if (b.step === data.step) {
+            b.node.remove();
+            this.blocks.delete(index);
+            if (b.toolUseId && this.tools.get(b.toolUseId) === b) this.tools.delete(b.toolUseId);
+          }
+        }
+        this.note(`Stream interrupted; retrying step ${data.step}${data.reason ? ` (${data.reason})` : ""}.`);
+        break;
+      case "turn_complete":
+        this.complete(data);
+        break;
+      case "error":
+        this.showError(data);
+        break;
+      default:
+        break;
+    }
+    return true;
+  }
+
+  attachResult(placeholder, toolUseId, block) {
+    const call = toolUseId ? this.tools.get(toolUseId) : null;
+    if (call) {
+      placeholder.node.hidden = true;
+      if (block) call.card.showResult(block);
+      else call.card.showPending();
+      return;
+    }
+    if (block) {
+      // A result whose call is not on the page: show it where it stands.
+      placeholder.node.hidden = false;
+      placeholder.body.replaceChildren(folded(String(block.content ?? "")));
+      placeholder.node.classList.toggle("is-error", Boolean(block.is_error));
+    }
+  }
+
+  handleRequest(req) {
+    this.requests.set(req.tool_use_id, req);
+    let call = this.tools.get(req.tool_use_id);
+    if (!call) {
+      // The request names a call we have not seen (should not happen): show it anyway.
+      const index = Math.max(-1, ...this.blocks.keys()) + 0.25;
+      call = this.ensureBlock(index, "tool_use", { tool_use_id: req.tool_use_id, name: req.name });
+      call.finish({ type: "tool_use", tool_use_id: req.tool_use_id, name: req.name, input: req.input });
+      this.tools.set(req.tool_use_id, call);
+    }
+    if (call.card.hasResult) return;
+    if (req.requires_approval) {
+      const button = call.card.askApproval(
+        (approved) => this.chat.postToolResult(this, { tool_use_id: req.tool_use_id, approved }),
+        (err) => toast(`Could not send the decision: ${err.message}`));
+      announce(`${req.name} needs your approval.`);
+      if (button && this.chat.isCurrent(this)) button.focus();
+      return;
+    }
+    if (req.executor === "client") {
+      call.card.setState("client");
+      // Only the tab that follows the turn runs it, so two open tabs do not both answer.
+      if (this.following) this.chat.runClientTool(this, req);
+    }
+  }
+
+  // An error, in words, where it happened; a failed turn offers to send its message again.
+  showError(err) {
+    this.errorSeq += 1;
+    const index = Math.max(-1, ...this.blocks.keys()) + 0.5 + this.errorSeq / 1000;
+    const { title, detail } = describeError(err);
+    const node = h("div", { class: "block block-error", role: "alert" },
+      h("strong", { class: "error-title", text: title }), detail ? h("span", { class: "error-detail", text: ` ${detail}` }) : null);
+    if (err.code) node.dataset.code = err.code;
+    node.dataset.index = String(index);
+    this.place(node, index);
+    this.errorNode = node;
+    this.offerRetry();
+  }
+
+  offerRetry() {
+    const node = this.errorNode;
+    if (!node || node.querySelector(".btn-retry") || !this.input) return;
+    const retry = h("button", { type: "button", class: "btn btn-small btn-retry", text: "Retry",
+      "aria-label": "Retry: send this message again" });
+    retry.addEventListener("click", async () => {
+      retry.disabled = true;
+      if (!(await this.chat.retry(this))) retry.disabled = false;
+    });
+    node.append(h("div", { class: "error-actions" }, retry));
+  }
+
+  note(text) {
+    const index = Math.max(-1, ...this.blocks.keys()) + 0.5;
+    const node = h("div", { class: "block block-note muted", text });
+    node.dataset.index = String(index);
+    this.place(node, index);
+  }
+
+  complete(data) {
+    this.setStatus(data.status || "complete");
+    for (const b of this.blocks.values()) if (!b.stopped && b.type === "text") b.finish(null);
+    const parts = [];
+    if (data.status === "awaiting_client") {
+      this.footer.textContent = "";
+      return;
+    }
+    if (data.status && data.status !== "complete") parts.push(data.status.replace(/_/g, " "));
+    if (data.stop_reason && !["end_turn", data.status].includes(data.stop_reason)) {
+      parts.push(`stop: ${data.stop_reason.replace(/_/g, " ")}`);
+    }
+    if (data.steps) parts.push(`${data.steps} step${data.steps === 1 ? "" : "s"}`);
+    const u = data.usage;
+    if (u && (u.input_tokens || u.output_tokens)) parts.push(`${u.input_tokens} in · ${u.output_tokens} out tokens`);
+    this.footer.textContent = parts.join(" · ");
+    this.node.dataset.stopReason = data.stop_reason || "";
+  }
+
+  // A stored turn from GET /api/sessions/{id}.
+  static fromStored(chat, turn) {
+    const view = new TurnView(chat, { turnId: turn.id, input: turn.input, status: turn.status });
+    for (const block of turn.blocks || []) {
+      view.apply("block_stop", { index: block.seq, block }, null);
+    }
+    if (turn.status !== "running" && turn.status !== "awaiting_client") {
+      view.complete({ status: turn.status, stop_reason: turn.stop_reason, usage: turn.usage, steps: turn.steps });
+    }
+    if (turn.error) view.showError({ code: "stored", message: turn.error });
+    return view;
+  }
+}
+
+// The last event number seen per turn survives a reload (sessionStorage), so a resumed stream
+// asks only for what the page has not shown.
+function rememberN(turnId, n) {
+  try {
+    sessionStorage.setItem(`turnstream.n.${turnId}`, String(n));
+  } catch {
+    /* storage full or disabled: a full replay is still correct */
+  }
+}
+
+export function recallN(turnId) {
+  const v = Number(sessionStorage.getItem(`turnstream.n.${turnId}`));
+  return Number.isFinite(v) ? v : 0;
+}
