@@ -94,13 +94,15 @@ async def _waiting_turn(state: AppState, session: Session, turn_id: str | None) 
 
 
 async def submit(state: AppState, session: Session, turn: Turn, tool_use_id: str, *, content: str | None,
-                 is_error: bool, approved: bool | None, field_prefix: tuple[Any, ...] = ("body",)) -> bool:
+                 is_error: bool, approved: bool | None, reason: str | None = None,
+                 field_prefix: tuple[Any, ...] = ("body",)) -> bool:
     """Record one answer and publish what it stored (a result block, or the approval);
     True when the turn can continue. The core's refusals become 4xx by their type; an
     invalid answer is a 422 naming its field under ``field_prefix``."""
     try:
         return await submit_tool_result(state.store, turn.id, tool_use_id, content=content, is_error=is_error,
-                                        approved=approved, on_event=lambda ev: state.bus.publish(session.id, ev))
+                                        approved=approved, reason=reason,
+                                        on_event=lambda ev: state.bus.publish(session.id, ev))
     except NotFound:
         raise not_found(f"pending tool call {tool_use_id} in turn {turn.id}") from None
     except InvalidValue as exc:
