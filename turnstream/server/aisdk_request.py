@@ -68,8 +68,8 @@ def tool_part_name(part: dict[str, Any]) -> str | None:
 class Answer:
     """One answer an assistant message carries for a call of the waiting turn."""
 
-    index: int
-    """The part's index in the message (for a 422 naming it)."""
+    field: tuple[str | int, ...]
+    """Where it came from (for a 422 naming it): a message part, or ``body.approvals[i]``."""
     call_id: str
     content: str | None = None
     is_error: bool = False
@@ -78,11 +78,12 @@ class Answer:
     reason: str | None = None
 
 
-def answers(message: UIMessageIn) -> list[Answer]:
-    """The tool parts of ``message`` that answer a call: a client tool's output
-    (``output-available`` / ``output-error``), or an approval decision."""
+def answers(message: UIMessageIn, where: tuple[str | int, ...]) -> list[Answer]:
+    """The tool parts of ``message`` (found at ``where``) that answer a call: a client tool's
+    output (``output-available`` / ``output-error``), or an approval decision."""
     out: list[Answer] = []
     for i, p in enumerate(message.parts):
+        field = (*where, "parts", i)
         call_id = p.get("toolCallId")
         if tool_part_name(p) is None or not isinstance(call_id, str):
             continue
@@ -91,13 +92,14 @@ def answers(message: UIMessageIn) -> list[Answer]:
         approval: dict[str, Any] = raw if isinstance(raw, dict) else {}
         if state in ("approval-responded", "output-denied") and isinstance(approval.get("approved"), bool):
             reason = approval.get("reason")
-            out.append(Answer(i, call_id, approved=approval["approved"],
+            out.append(Answer(field, call_id, approved=approval["approved"],
                               reason=reason if isinstance(reason, str) else None))
         elif state == "output-error":
-            out.append(Answer(i, call_id, content=str(p.get("errorText") or "error"), is_error=True))
+            out.append(Answer(field, call_id, content=str(p.get("errorText") or "error"), is_error=True))
         elif state == "output-available":
             value = p.get("output")
-            out.append(Answer(i, call_id, content=value if isinstance(value, str) else orjson.dumps(value).decode()))
+            out.append(Answer(field, call_id,
+                              content=value if isinstance(value, str) else orjson.dumps(value).decode()))
     return out
 
 

@@ -110,6 +110,8 @@ class ToolResultIn(_Body):
     content: Text | None = Field(default=None, max_length=10_000_000)
     is_error: StrictBool = False
     approved: StrictBool | None = None
+    reason: Text | None = Field(default=None, max_length=10_000,
+                                description="With approved=false: why, for the model to read with the denial.")
 
 
 class SessionOut(BaseModel):
@@ -181,6 +183,16 @@ class UIMessageIn(BaseModel):
     parts: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class ChatApproval(_Body):
+    """An approval decision sent with the chat (``approvals`` in the body): how a client whose
+    messages cannot carry one (AI SDK 5) answers a server tool that needs approval."""
+
+    tool_use_id: Annotated[str, Field(min_length=1, max_length=200, description="The call (its toolCallId).")]
+    approved: StrictBool
+    reason: Text | None = Field(default=None, max_length=10_000,
+                                description="With approved=false: why, for the model to read with the denial.")
+
+
 class ChatRequest(BaseModel):
     """The body ``useChat`` posts (AI SDK 5+): the chat id names the session. Extra fields
     from the transport's ``body`` option are allowed; ``client_tools``, ``model`` and
@@ -197,6 +209,9 @@ class ChatRequest(BaseModel):
     client_tools: ClientTools = None
     model: Text | None = Field(default=None, max_length=500)
     toolset: Toolset | None = None
+    approvals: list[ChatApproval] | None = Field(default=None, max_length=128,
+                                                 description="Approval decisions for the waiting turn, besides "
+                                                             "those the last message's parts carry (AI SDK 6+).")
 
     @field_validator("messages")
     @classmethod
@@ -207,6 +222,6 @@ class ChatRequest(BaseModel):
 
 
 __all__ = [
-    "TOOLSETS", "ChatRequest", "ClientTool", "SessionCreate", "SessionDetail", "SessionList", "SessionOut",
-    "ToolResultIn", "ToolResultOut", "TurnCreate", "TurnOut", "UIMessageIn",
+    "TOOLSETS", "ChatApproval", "ChatRequest", "ClientTool", "SessionCreate", "SessionDetail", "SessionList",
+    "SessionOut", "ToolResultIn", "ToolResultOut", "TurnCreate", "TurnOut", "UIMessageIn",
 ]

@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, Response
 from ..blocks import Session
 from ..lifecycle import pending_requests
 from .aisdk import UIMessageStreamEncoder, ui_stream_response
-from .aisdk_request import answers, message_text, requested_version
+from .aisdk_request import Answer, answers, message_text, requested_version
 from .api import API, OVERLOADED, Call, Reply
 from .errors import conflict, invalid_field, not_found
 from .follow import Follower
@@ -65,25 +65,27 @@ async def _continue(call: Call, session: Session, body: ChatRequest) -> tuple[Fo
         raise conflict("no turn of this chat is waiting for tool results; send a user message")
     pending = await pending_requests(state.store, turn)
     given = []
-    for a in answers(body.messages[-1]):
+    offered = answers(body.messages[-1], ("body", "messages", last_index))
+    offered += [Answer(("body", "approvals", i), a.tool_use_id, approved=a.approved, reason=a.reason)
+                for i, a in enumerate(body.approvals or ())]
+    for a in offered:
         req = pending.get(a.call_id)
         if req is None or (a.approved is True and req.executor == "client"):
             continue  # settled before, not this turn's, or a client tool approved but not run yet
         given.append(a)
     if not given:
         raise conflict(f"turn {turn.id} waits for tool results, and the last message answers none of its calls")
-    prefix = ("body", "messages", last_index, "parts")
     ready = False
     # Outputs first: the client has them, so the stream starts after them. Decisions after:
     # a denial's result is part of the stream (as tool-output-denied).
     for a in (a for a in given if a.approved is None):
         ready = await submit(state, session, turn, a.call_id, content=a.content, is_error=a.is_error,
-                             approved=None, field_prefix=(*prefix, a.index))
+                             approved=None, field_prefix=a.field)
     before = await state.store.last_event_n(turn.id)
     decisions = [a for a in given if a.approved is not None]
     for a in decisions:
         ready = await submit(state, session, turn, a.call_id, content=None, is_error=False, approved=a.approved,
-                             reason=a.reason, field_prefix=(*prefix, a.index))
+                             reason=a.reason, field_prefix=a.field)
     if not ready:
         raise conflict(f"turn {turn.id} still waits for other tool results; send them together")
     follower = Follower(state.store, state.bus, session.id, turn.id, before,
@@ -110,16 +112,22 @@ async def chat(call: Call) -> Response:
     session = await open_named_session(call, body.id, "chat", title=title, model=body.model, toolset=body.toolset,
                                        model_field=["body", "model"])
     meta = {"session_id": session.id}
-    if last.role == "user":
-        specs = client_tool_specs(state, session, body.client_tools)
-        follower = await start_turn(state, session, message_text(last), specs)
-        encoder = UIMessageStreamEncoder(version=version, message_id=follower.turn_id, metadata=meta)
-    else:
-        follower, denied, decided = await _continue(call, session, body)
-        known = {str(p["toolCallId"]) for p in last.parts if isinstance(p.get("toolCallId"), str)}
-        encoder = UIMessageStreamEncoder(version=version, message_id=last.id or None, known_calls=known,
-                                         denied=denied, decided=decided, metadata=meta)
-    items = with_notebook(follower.batches(), notebook_feed(state, session))
+    feed = notebook_feed(state, session)  # before the turn moves: its first change may come at once
+    try:
+        if last.role == "user":
+            specs = client_tool_specs(state, session, body.client_tools)
+            follower = await start_turn(state, session, message_text(last), specs)
+            encoder = UIMessageStreamEncoder(version=version, message_id=follower.turn_id, metadata=meta)
+        else:
+            follower, denied, decided = await _continue(call, session, body)
+            known = {str(p["toolCallId"]) for p in last.parts if isinstance(p.get("toolCallId"), str)}
+            encoder = UIMessageStreamEncoder(version=version, message_id=last.id or None, known_calls=known,
+                                             denied=denied, decided=decided, metadata=meta)
+    except BaseException:
+        if feed is not None:
+            feed.close()
+        raise
+    items = with_notebook(follower.batches(), feed)
     return ui_stream_response(items, encoder, headers={"X-Turn-Id": follower.turn_id})
 
 

@@ -119,7 +119,7 @@ async def post_tool_result(call: Call) -> Response:
     turn = await _waiting_turn(state, session, body.turn_id)
     before = await state.store.last_event_n(turn.id)
     ready = await submit(state, session, turn, body.tool_use_id, content=body.content, is_error=body.is_error,
-                         approved=body.approved)
+                         approved=body.approved, reason=body.reason)
     if ready:
         await state.turns.resume(session, turn.id)
     return JSONResponse({"turn_id": turn.id, "tool_use_id": body.tool_use_id, "resumed": ready,
