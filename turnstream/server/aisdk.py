@@ -64,7 +64,7 @@ from ..events import (
     ToolRequest,
     TurnComplete,
 )
-from .turn_stream import Item
+from .turn_stream import Item, in_step_stream
 
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 DONE = b"data: [DONE]\n\n"
@@ -73,10 +73,6 @@ VERSIONS: tuple[Version, ...] = (5, 6, 7)
 NOTEBOOK_PART = "data-notebook-cell"
 
 Chunk = dict[str, Any]
-
-_MODEL_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use", "provider")
-"""Blocks a provider's stream makes (a tool result is not one: it comes after the stream)."""
-
 
 def finish_reason(status: TurnStatus, stop: TurnStopReason | None, version: Version) -> str:
     """The AI SDK's finish reason for how a turn (or its stretch) ended."""
@@ -157,11 +153,8 @@ class UIMessageStreamEncoder:
 
     def feed(self, env: Envelope) -> list[Chunk]:
         ev = env.event()
-        if isinstance(ev, BlockStart | BlockDelta | BlockStop) and self._held is not None:
-            kind = ev.type if isinstance(ev, BlockStart) else (
-                ev.block.type if isinstance(ev, BlockStop) and ev.block is not None else None)
-            if kind is None or kind in _MODEL_BLOCKS:
-                return self._stream_part(self._event(ev))
+        if self._held is not None and in_step_stream(ev):
+            return self._stream_part(self._event(ev))
         if isinstance(ev, StepRestart):
             return self._restart()
         out = self._release()

@@ -22,11 +22,27 @@ from typing import Any
 
 from ..blocks import Session
 from ..bus import Envelope, SessionMessage, Subscription
+from ..events import BlockDelta, BlockStart, BlockStop, StreamEvent
 from .follow import Follower
 from .state import AppState
 
 Batch = list[Envelope] | None
 Item = list[Envelope] | dict[str, Any] | None
+
+MODEL_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use", "provider")
+"""Blocks a provider's stream makes (a tool result is not one: it comes after the stream)."""
+
+
+def in_step_stream(ev: StreamEvent) -> bool:
+    """Whether ``ev`` belongs to the provider stream of the running step: a model block's
+    start, delta or stop. Anything else (a tool result, a tool request, the next step, the
+    end) says that stream has ended. An encoder whose wire cannot take parts back holds a
+    step's output until then, and drops it on a ``step_restart``."""
+    if isinstance(ev, BlockStart):
+        return ev.type in MODEL_BLOCKS
+    if isinstance(ev, BlockStop):
+        return ev.block is None or ev.block.type in MODEL_BLOCKS
+    return isinstance(ev, BlockDelta)
 
 
 async def whole_turn(state: AppState, session_id: str, turn_id: str) -> AsyncGenerator[Batch, None]:
@@ -100,4 +116,4 @@ async def _plain(batches: AsyncIterator[Batch]) -> AsyncGenerator[Item, None]:
         yield batch
 
 
-__all__ = ["Batch", "Item", "notebook_feed", "whole_turn", "with_notebook"]
+__all__ = ["MODEL_BLOCKS", "Batch", "Item", "in_step_stream", "notebook_feed", "whole_turn", "with_notebook"]
