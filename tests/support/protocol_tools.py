@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from turnstream import tool
 
 
@@ -12,4 +15,12 @@ def send_note(to: str, text: str) -> str:
     return f"note to {to} sent: {text}"
 
 
-TOOLS = [send_note]
+@tool(timeout=120)
+def wait_for_gate() -> str:
+    """Wait until the test opens the gate: the FIFO ``TURNSTREAM_TEST_GATE`` names. Opening it
+    to read blocks until the test opens it to write, so the turn is running, in this tool, for
+    as long as the test needs, with nothing timed."""
+    return "through " + Path(os.environ["TURNSTREAM_TEST_GATE"]).read_text().strip()
+
+
+TOOLS = [send_note, wait_for_gate]

@@ -235,6 +235,8 @@ class UIMessageStreamEncoder:
 
     # blocks ---------------------------------------------------------------------------------
     def _block_start(self, ev: BlockStart) -> list[Chunk]:
+        if ev.type == "tool_result":
+            return []  # its output refers to its call's part, wherever that is: no step of its own
         out = self._ensure_step()
         index, call_id = ev.index, ev.tool_use_id
         if ev.type == "text":
