@@ -30,7 +30,7 @@ from .agui import AGUIEncoder, agui_error_response, agui_response
 from .api import API, OVERLOADED, Call, Reply
 from .errors import conflict, invalid_field
 from .follow import Follower
-from .models import TOOLSETS, AguiMessage, CancelOut, ClientTool, RunAgentInputIn, Toolset
+from .models import TOOLSETS, AguiMessage, AguiResume, CancelOut, ClientTool, RunAgentInputIn, Toolset
 from .named_sessions import open_named_session, open_turn
 from .routes_chat import path_name, stop_named
 from .routes_turns import client_tool_specs, start_turn, submit
@@ -90,8 +90,14 @@ async def _answer(call: Call, session: Session, turn: Turn,
     pending = await pending_requests(state.store, turn)
     approvals = {k for k, r in pending.items() if r.executor == "server"}
     clients = {k for k, r in pending.items() if r.executor == "client"}
-    outputs = [(i, m) for i, m in enumerate(body.messages) if m.role == "tool" and m.toolCallId in clients]
-    entries = list(enumerate(body.resume or ()))
+    outputs: list[tuple[int, AguiMessage]] = []
+    for i, m in enumerate(body.messages):
+        if m.role == "tool" and m.toolCallId in clients and all(o.toolCallId != m.toolCallId for _, o in outputs):
+            outputs.append((i, m))
+    entries: list[tuple[int, AguiResume]] = []
+    for i, e in enumerate(body.resume or ()):
+        if all(f.interruptId != e.interruptId for _, f in entries):
+            entries.append((i, e))
     unknown = [e.interruptId for _, e in entries if e.interruptId not in approvals]
     if unknown:
         return f"no open interrupt {', '.join(unknown)} in this thread", "unknown_interrupt"

@@ -64,14 +64,15 @@ async def _continue(call: Call, session: Session, body: ChatRequest) -> tuple[Fo
     if turn is None or turn.status != "awaiting_client":
         raise conflict("no turn of this chat is waiting for tool results; send a user message")
     pending = await pending_requests(state.store, turn)
-    given = []
+    given: list[Answer] = []
     offered = answers(body.messages[-1], ("body", "messages", last_index))
     offered += [Answer(("body", "approvals", i), a.tool_use_id, approved=a.approved, reason=a.reason)
                 for i, a in enumerate(body.approvals or ())]
     for a in offered:
         req = pending.get(a.call_id)
-        if req is None or (a.approved is True and req.executor == "client"):
-            continue  # settled before, not this turn's, or a client tool approved but not run yet
+        if req is None or (a.approved is True and req.executor == "client") or any(g.call_id == a.call_id
+                                                                                  for g in given):
+            continue  # settled before, not this turn's, a client tool approved but not run yet, or twice
         given.append(a)
     if not given:
         raise conflict(f"turn {turn.id} waits for tool results, and the last message answers none of its calls")
