@@ -52,7 +52,7 @@ postgres:
 	@bash scripts/ensure-postgres.sh
 
 # Browser and AI SDK tests: Debian's Chromium and the npm packages pinned by the lockfiles.
-NPM_DIRS := tests/e2e/aisdk tests/e2e/web
+NPM_DIRS := tests/e2e/aisdk tests/e2e/agui tests/e2e/web
 e2e-deps:
 	@bash scripts/ensure-chromium.sh
 	@for d in $(NPM_DIRS); do \

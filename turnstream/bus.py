@@ -6,11 +6,13 @@ and drops what it already has by ``n``. That makes the rules for a publisher sim
 publish a persisted event only after the store call that wrote it returned (the runner
 does: it persists, then calls ``on_event``).
 
-Two kinds of subscription:
+Three kinds of subscription:
 
 * by turn (``subscribe_turn``): the events of one turn, for an SSE stream;
 * by session (``subscribe_session``): the events of every turn of a session plus session
-  messages (notebook changes), for the WebSocket.
+  messages (notebook changes), for the WebSocket;
+* session messages only (``subscribe_messages``): beside a turn's subscription, for the
+  AI SDK and AG-UI streams that carry notebook changes too.
 
 ``Bus`` works inside one process. ``PostgresBus`` (``store/postgres_bus.py``, opened beside
 the store by ``store.open_bus``) adds PostgreSQL ``LISTEN/NOTIFY`` so that
@@ -216,6 +218,13 @@ class Bus:
         self.attach(sub, "session", session_id)
         return sub
 
+    def subscribe_messages(self, session_id: str) -> Subscription:
+        """Only the session's messages (notebook changes), none of its turn events: for a
+        stream that follows a turn on its own subscription and adds the notebook."""
+        sub = Subscription(self)
+        self.attach(sub, "messages", session_id)
+        return sub
+
     def _remove(self, sub: Subscription) -> None:
         if sub._key is None:
             return
@@ -261,6 +270,8 @@ class Bus:
                 sub.put(item)
         else:
             for sub in self._subs.get(("session", item.session_id), ()):
+                sub.put(item)
+            for sub in self._subs.get(("messages", item.session_id), ()):
                 sub.put(item)
 
     async def control(self, action: str, turn_id: str) -> None:

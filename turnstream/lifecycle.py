@@ -13,7 +13,8 @@ Three things every path of a turn shares, in one place:
   runner will finish (cancelled while it waited for the client, its driving task lost, its
   process gone).
 * ``submit_tool_result`` records a client's answer to a ``tool_request``: a client tool's
-  result, or an approval decision.
+  result, or an approval decision (a denial with the user's reason, when given);
+  ``pending_requests`` says which requests still wait for one.
 
 The caller of ``close_out_stored`` must own the turn: it is ``running`` (or was just taken
 from ``awaiting_client`` with ``claim_turn``) and nobody else drives it.
@@ -197,14 +198,42 @@ def completion(turn: Turn, n: int) -> TurnComplete:
                         steps=max((b.step for b in turn.blocks), default=0), turn_id=turn.id, n=n)
 
 
+async def _requests(store: Store, turn_id: str) -> tuple[dict[str, ToolRequest], set[str]]:
+    """The turn's tool requests by call id, and the calls approved so far."""
+    requests: dict[str, ToolRequest] = {}
+    approvals: set[str] = set()
+    for stored in await store.events_after(turn_id, 0):
+        if stored.name in ("tool_request", "tool_approval"):
+            ev = stored.event()
+            if isinstance(ev, ToolRequest):
+                requests[ev.tool_use_id] = ev
+            elif isinstance(ev, ToolApproval):
+                approvals.add(ev.tool_use_id)
+    return requests, approvals
+
+
+async def pending_requests(store: Store, turn: Turn) -> dict[str, ToolRequest]:
+    """The tool requests of a waiting turn that no answer has settled yet, by call id."""
+    requests, approvals = await _requests(store, turn.id)
+    answered = {b.tool_use_id for b in turn.blocks if isinstance(b, ToolResultBlock)}
+    return {k: r for k, r in requests.items() if k not in answered and k not in approvals}
+
+
+def denial(text: str, reason: str | None) -> str:
+    """The result a model reads for a call the user turned down, with the user's reason."""
+    reason = (reason or "").strip()
+    return f"{text} The user's reason: {reason}" if reason else text
+
+
 async def submit_tool_result(store: Store, turn_id: str, tool_use_id: str, *, content: str | None = None,
-                             is_error: bool = False, approved: bool | None = None,
+                             is_error: bool = False, approved: bool | None = None, reason: str | None = None,
                              on_event: EventSink | None = None) -> bool:
     """Record a client's answer to a ``tool_request``: a client tool's result (``content``,
     ``is_error``; ``approved=False`` declines to run it), or an approval decision for a
     server tool (``approved``). A result is stored as the call's ``tool_result`` block, an
     approval as a ``tool_approval`` event (the call runs when the turn continues), a denial
-    as an ``is_error`` result. Each stored event goes to ``on_event`` after it is stored.
+    as an ``is_error`` result that carries the user's ``reason`` when one is given. Each
+    stored event goes to ``on_event`` after it is stored.
 
     Returns True when every pending call of the turn is answered: continue it then.
     Raises ``NotFound`` (no such turn, or no such pending call), ``TurnNotWaiting``,
@@ -216,15 +245,7 @@ async def submit_tool_result(store: Store, turn_id: str, tool_use_id: str, *, co
             raise NotFound("turn", f"unknown turn {turn_id}")
         if turn.status != "awaiting_client":
             raise TurnNotWaiting(turn_id, turn.status)
-        requests: dict[str, ToolRequest] = {}
-        approvals: set[str] = set()
-        for stored in await store.events_after(turn_id, 0):
-            if stored.name in ("tool_request", "tool_approval"):
-                ev = stored.event()
-                if isinstance(ev, ToolRequest):
-                    requests[ev.tool_use_id] = ev
-                elif isinstance(ev, ToolApproval):
-                    approvals.add(ev.tool_use_id)
+        requests, approvals = await _requests(store, turn_id)
         answered = {b.tool_use_id for b in turn.blocks if isinstance(b, ToolResultBlock)}
         req = requests.get(tool_use_id)
         if req is None or tool_use_id in answered or tool_use_id in approvals:
@@ -234,7 +255,7 @@ async def submit_tool_result(store: Store, turn_id: str, tool_use_id: str, *, co
         ev_out: StreamEvent
         if req.executor == "client":
             if approved is False:
-                content, is_error = DENIED, True
+                content, is_error = denial(DENIED, reason), True
             elif content is None:
                 raise InvalidValue("content", "content is required for a client tool's result")
         elif approved is None:
@@ -242,7 +263,7 @@ async def submit_tool_result(store: Store, turn_id: str, tool_use_id: str, *, co
         elif approved:
             content = None
         else:
-            content, is_error = (NOT_REPEATED if req.note else DENIED), True
+            content, is_error = denial(NOT_REPEATED if req.note else DENIED, reason), True
         if content is not None:
             block = ToolResultBlock(seq=len(turn.blocks), step=call.step, tool_use_id=tool_use_id,
                                     content=content, is_error=is_error)
@@ -265,4 +286,5 @@ async def submit_tool_result(store: Store, turn_id: str, tool_use_id: str, *, co
     raise SeqConflictError(f"could not record the result for {tool_use_id}: too many concurrent writers")
 
 
-__all__ = ["EventSink", "TurnRecorder", "close_out_stored", "completion", "interrupt_orphans", "submit_tool_result"]
+__all__ = ["EventSink", "TurnRecorder", "close_out_stored", "completion", "denial", "interrupt_orphans",
+           "pending_requests", "submit_tool_result"]

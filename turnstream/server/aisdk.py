@@ -1,51 +1,105 @@
-"""The AI SDK UI message stream (protocol v1, what ``useChat`` reads), as an encoder over
-turn events, and the reading of ``useChat``'s request body.
+"""The AI SDK UI message stream (what ``useChat`` reads), as an encoder over turn events, for
+the three majors of the ``ai`` package: 5, 6 and 7.
+
+Why one module: the three versions share every chunk but a few, and the few differ inside
+the same decisions (what a restarted step sends, when an approval is asked). One encoder
+with the version as a parameter keeps each decision in one place; splitting by version
+would copy the mapping three times. Reading ``useChat``'s request is in ``aisdk_request.py``.
 
 The stream is SSE with only ``data:`` lines, each one chunk (a JSON object with ``type``),
-and ends with ``data: [DONE]``; the response carries ``x-vercel-ai-ui-message-stream: v1``.
-Mapping, per turn event:
+and ends with ``data: [DONE]``; the response carries ``x-vercel-ai-ui-message-stream: v1``
+(all three majors read protocol v1). Mapping, per turn event:
 
 =================  ====================================================================
 ``step_start``     ``finish-step`` for the previous step, then ``start-step``
 text block         ``text-start`` / ``text-delta`` / ``text-end``
 thinking block     ``reasoning-start`` / ``reasoning-delta`` / ``reasoning-end``
 tool_use block     ``tool-input-start`` / ``tool-input-delta`` / ``tool-input-available``
-tool_result block  ``tool-output-available``, or ``tool-output-error`` when ``is_error``
+tool_result block  ``tool-output-available``, or ``tool-output-error`` when ``is_error``;
+                   ``tool-output-denied`` (6+) for a call the user denied in the request
+``tool_request``   (6+, a server tool that needs approval) ``tool-approval-request`` when
+                   the turn pauses; ``approvalId`` is the call's id
+``tool_approval``  (7, when the client did not send it) ``tool-approval-request`` and
+                   ``tool-approval-response``, so a replayed message shows the decision
+``step_restart``   7: ``reset-step``; 5 and 6: nothing (see below)
 ``error``          ``error``
-``turn_complete``  ``finish-step``, ``finish`` (metadata: turn id, status, usage)
+``turn_complete``  ``finish-step``, ``finish`` (metadata: turn id, status, usage; 6+ adds
+                   ``finishReason``)
+notebook change    ``data-notebook-cell`` with the cell's id, so a later change of the
+                   same cell replaces the part instead of adding one
 =================  ====================================================================
 
 A block that arrives only as ``block_stop`` (replayed from the store) is sent whole: start,
-one delta, end. ``step_restart`` closes the open text parts; the step's new parts get new
-ids. A client tool's call ends as ``tool-input-available`` without output: the client runs
-it and sends the result back in its next request, as a ``tool-<name>`` part in state
-``output-available`` (or ``output-error``).
+one delta, end. A client tool's call ends as ``tool-input-available`` without output: the
+client runs it and sends the result back in its next request.
+
+A restarted step (its provider stream broke and is asked again) must never leave the
+broken attempt's parts in the client's message. Version 7 has ``reset-step``, which removes
+the current step's parts: the stream goes on live and sends it on a restart. Versions 5
+and 6 have no way to take a part back, so for them the encoder holds each step's parts
+until the step's stream has ended (the first event that is not part of it: a tool result,
+a tool request, the next step, the end of the turn), and drops them on a restart. Those
+clients see a step's text when the step's stream ends instead of token by token; that is
+the price of never showing a duplicate.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from starlette.responses import StreamingResponse
 
-from ..blocks import Block, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from ..blocks import Block, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, TurnStatus, TurnStopReason
 from ..bus import Envelope
-from ..events import BlockDelta, BlockStart, BlockStop, ErrorEvent, StepRestart, StepStart, TurnComplete
-from .models import UIMessageIn
+from ..events import (
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    ErrorEvent,
+    StepRestart,
+    StepStart,
+    ToolApproval,
+    ToolRequest,
+    TurnComplete,
+)
+from .turn_stream import Item, in_step_stream
 
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 DONE = b"data: [DONE]\n\n"
+Version = Literal[5, 6, 7]
+VERSIONS: tuple[Version, ...] = (5, 6, 7)
+NOTEBOOK_PART = "data-notebook-cell"
 
 Chunk = dict[str, Any]
 
+def finish_reason(status: TurnStatus, stop: TurnStopReason | None, version: Version) -> str:
+    """The AI SDK's finish reason for how a turn (or its stretch) ended."""
+    if status == "awaiting_client":
+        return "tool-calls"
+    if status == "failed":
+        return "error"
+    if status == "interrupted":
+        return "interrupted" if version >= 7 else "error"
+    if status == "cancelled":
+        return "other"
+    return {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
+            "refusal": "content-filter"}.get(stop or "", "other")
+
 
 class UIMessageStreamEncoder:
-    """Turn events in, UI message chunks out. Pure: no I/O, one instance per response."""
+    """Turn events in, UI message chunks out. Pure: no I/O, one instance per response.
 
-    def __init__(self, *, message_id: str | None = None, metadata: dict[str, Any] | None = None,
-                 known_calls: set[str] | None = None) -> None:
+    ``known_calls``: calls whose parts the client's message already has (a continuation);
+    ``denied``: calls the client denied in this request (their results become
+    ``tool-output-denied``); ``decided``: every call the client approved or denied in this
+    request (it holds the decision already, so none is sent back)."""
+
+    def __init__(self, *, version: Version = 5, message_id: str | None = None,
+                 metadata: dict[str, Any] | None = None, known_calls: set[str] | None = None,
+                 denied: set[str] | None = None, decided: set[str] | None = None) -> None:
+        self.version = version
         self.message_id = message_id
         self.metadata = metadata
         self._step_open = False
@@ -53,7 +107,14 @@ class UIMessageStreamEncoder:
         self._parts: dict[int, tuple[str, str]] = {}
         """block index -> (kind, part id or tool call id) for parts opened and not ended"""
         self._calls: set[str] = set(known_calls or ())
-        self._names: dict[str, str] = {}
+        self._denied = set(denied or ())
+        self._decided = set(decided or ()) | self._denied
+        self._asking: dict[str, ToolRequest] = {}
+        """Server calls waiting for an approval this stream has not settled yet."""
+        self._held: list[Chunk] | None = None
+        """Versions 5-6: the chunks of the step whose stream is running (None: not holding)."""
+        self._restarted_step = 0
+        """Version 7: the step just reset, whose next ``step_start`` continues it."""
 
     def start(self) -> list[Chunk]:
         chunk: Chunk = {"type": "start"}
@@ -78,9 +139,48 @@ class UIMessageStreamEncoder:
         self._step_open = False
         return [{"type": "finish-step"}]
 
+    # the step's stream, held or not ---------------------------------------------------------
+    def _stream_part(self, chunks: list[Chunk]) -> list[Chunk]:
+        """Chunks of the running step: held (5, 6) or sent (7)."""
+        if self._held is None:
+            return chunks
+        self._held += chunks
+        return []
+
+    def _release(self) -> list[Chunk]:
+        held, self._held = self._held, None
+        return held or []
+
     def feed(self, env: Envelope) -> list[Chunk]:
         ev = env.event()
+        if self._held is not None and in_step_stream(ev):
+            return self._stream_part(self._event(ev))
+        if isinstance(ev, StepRestart):
+            return self._restart()
+        out = self._release()
+        if isinstance(ev, StepStart) and self.version < 7:
+            out += self._end_step()
+            self._held = []
+            return out + self._stream_part(self._ensure_step())
+        return out + self._event(ev)
+
+    def _restart(self) -> list[Chunk]:
+        self._parts.clear()
+        self._restarts += 1
+        if self.version < 7:
+            # Nothing of the broken attempt was sent: forget it, and the step with it
+            # (its start-step was held too); the step's next start opens it again.
+            self._held = None
+            self._step_open = False
+            return []
+        self._restarted_step = 1
+        return [{"type": "reset-step"}] if self._step_open else []
+
+    def _event(self, ev: Any) -> list[Chunk]:
         if isinstance(ev, StepStart):
+            if self._restarted_step:
+                self._restarted_step = 0
+                return self._ensure_step()  # the same step again: reset-step kept its start
             return [*self._end_step(), *self._ensure_step()]
         if isinstance(ev, BlockStart):
             return self._block_start(ev)
@@ -88,20 +188,55 @@ class UIMessageStreamEncoder:
             return self._block_delta(ev)
         if isinstance(ev, BlockStop):
             return self._block_stop(ev.index, ev.block)
-        if isinstance(ev, StepRestart):
-            out = [self._end(k, pid) for k, pid in self._parts.values() if k in ("text", "reasoning")]
-            self._parts.clear()
-            self._restarts += 1
-            return [c for c in out if c is not None]
+        if isinstance(ev, ToolRequest):
+            if self.version >= 6 and ev.executor == "server" and ev.tool_use_id not in self._decided:
+                self._asking[ev.tool_use_id] = ev
+            return []
+        if isinstance(ev, ToolApproval):
+            req = self._asking.pop(ev.tool_use_id, None)
+            if req is None or self.version < 7:
+                return []
+            return [self._approval_request(req), {"type": "tool-approval-response", "approvalId": req.tool_use_id,
+                                                  "approved": True}]
         if isinstance(ev, ErrorEvent):
             return [{"type": "error", "errorText": ev.message or ev.code or "error"}]
         if isinstance(ev, TurnComplete):
-            meta = {"turn_id": ev.turn_id, "status": ev.status, "stop_reason": ev.stop_reason,
-                    "usage": ev.usage.model_dump()}
-            return [*self._end_step(), {"type": "finish", "messageMetadata": meta}]
+            return self._complete(ev)
         return []
 
+    def _approval_request(self, req: ToolRequest) -> Chunk:
+        chunk: Chunk = {"type": "tool-approval-request", "approvalId": req.tool_use_id, "toolCallId": req.tool_use_id}
+        if req.note and self.version >= 7:
+            chunk["reason"] = req.note
+        return chunk
+
+    def _complete(self, ev: TurnComplete) -> list[Chunk]:
+        out: list[Chunk] = []
+        if ev.status == "awaiting_client":
+            out += [self._approval_request(r) for r in self._asking.values() if r.tool_use_id in self._calls]
+        self._asking.clear()
+        meta = {"turn_id": ev.turn_id, "status": ev.status, "stop_reason": ev.stop_reason,
+                "usage": ev.usage.model_dump()}
+        finish: Chunk = {"type": "finish"}
+        if self.version >= 6:
+            finish["finishReason"] = finish_reason(ev.status, ev.stop_reason, self.version)
+        finish["messageMetadata"] = meta
+        return [*out, *self._end_step(), finish]
+
+    def note(self, message: dict[str, Any]) -> list[Chunk]:
+        """A notebook change (``NotebookManager``'s message) as a data part keyed by its cell."""
+        cell = message.get("cell")
+        if not isinstance(cell, dict) or not isinstance(cell.get("id"), str):
+            return []
+        data = {"change": message.get("change"), "version": message.get("version"), "cell": cell}
+        if message.get("truncated"):
+            data["truncated"] = True  # too large to travel between processes: outputs left out
+        return [{"type": NOTEBOOK_PART, "id": cell["id"], "data": data}]
+
+    # blocks ---------------------------------------------------------------------------------
     def _block_start(self, ev: BlockStart) -> list[Chunk]:
+        if ev.type == "tool_result":
+            return []  # its output refers to its call's part, wherever that is: no step of its own
         out = self._ensure_step()
         index, call_id = ev.index, ev.tool_use_id
         if ev.type == "text":
@@ -113,7 +248,6 @@ class UIMessageStreamEncoder:
         elif ev.type == "tool_use" and call_id:
             self._parts[index] = ("tool", call_id)
             self._calls.add(call_id)
-            self._names[call_id] = ev.tool_name or ""
             out.append({"type": "tool-input-start", "toolCallId": call_id, "toolName": ev.tool_name or ""})
         return out
 
@@ -128,12 +262,6 @@ class UIMessageStreamEncoder:
         if not ev.text:
             return []
         return [{"type": f"{kind}-delta", "id": pid, "delta": ev.text}]
-
-    @staticmethod
-    def _end(kind: str, pid: str) -> Chunk | None:
-        if kind in ("text", "reasoning"):
-            return {"type": f"{kind}-end", "id": pid}
-        return None
 
     def _block_stop(self, index: int, block: Block | None) -> list[Chunk]:
         part = self._parts.pop(index, None)
@@ -155,18 +283,26 @@ class UIMessageStreamEncoder:
                 out += self._ensure_step()
                 out.append({"type": "tool-input-start", "toolCallId": call_id, "toolName": tool})
             self._calls.add(call_id)
-            self._names[call_id] = tool
             out.append({"type": "tool-input-available", "toolCallId": call_id, "toolName": tool,
                         "input": block.input or {}})
         elif isinstance(block, ToolResultBlock):
-            call_id = block.tool_use_id
-            if call_id not in self._calls:
-                return out  # its call belongs to a message this stream does not hold
-            if block.is_error:
-                out.append({"type": "tool-output-error", "toolCallId": call_id, "errorText": block.content})
-            else:
-                out.append({"type": "tool-output-available", "toolCallId": call_id,
-                            "output": _output(block.content)})
+            out += self._result(block)
+        return out
+
+    def _result(self, block: ToolResultBlock) -> list[Chunk]:
+        call_id = block.tool_use_id
+        if call_id not in self._calls:
+            return []  # its call belongs to a message this stream does not hold
+        asked = self._asking.pop(call_id, None)
+        if self.version >= 6 and block.is_error and call_id in self._denied:
+            return [{"type": "tool-output-denied", "toolCallId": call_id}]
+        if block.is_error:
+            return [{"type": "tool-output-error", "toolCallId": call_id, "errorText": block.content}]
+        out: list[Chunk] = []
+        if asked is not None and self.version >= 7:  # approved elsewhere, and not announced yet
+            out += [self._approval_request(asked),
+                    {"type": "tool-approval-response", "approvalId": call_id, "approved": True}]
+        out.append({"type": "tool-output-available", "toolCallId": call_id, "output": _output(block.content)})
         return out
 
 
@@ -184,63 +320,35 @@ def frame(chunk: Chunk) -> bytes:
     return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
 
-async def encode_stream(batches: AsyncIterator[list[Envelope] | None],
-                        encoder: UIMessageStreamEncoder) -> AsyncIterator[bytes]:
-    """One write per batch of events ready together (``Follower.batches``)."""
+async def encode_stream(items: AsyncIterator[Item], encoder: UIMessageStreamEncoder) -> AsyncIterator[bytes]:
+    """One write per batch of events ready together (``Follower.batches``), and one per
+    notebook change."""
     start = b"".join([frame(c) for c in encoder.start()])
     if start:
         yield start
-    async for batch in batches:
-        if batch is None:
+    async for item in items:
+        if item is None:
             yield b": ping\n\n"
             continue
-        if batch[-1].n == 0:  # follow.RECONNECT: the server stops; the stream ends unfinished
-            out = b"".join([frame(c) for env in batch[:-1] for c in encoder.feed(env)])
+        if isinstance(item, dict):
+            out = b"".join([frame(c) for c in encoder.note(item)])
+        elif item[-1].n == 0:  # follow.RECONNECT: the server stops; the stream ends unfinished
+            out = b"".join([frame(c) for env in item[:-1] for c in encoder.feed(env)])
             if out:
                 yield out
             return
-        out = b"".join([frame(c) for env in batch for c in encoder.feed(env)])
+        else:
+            out = b"".join([frame(c) for env in item for c in encoder.feed(env)])
         if out:
             yield out
     yield DONE
 
 
-def ui_stream_response(batches: AsyncIterator[list[Envelope] | None], encoder: UIMessageStreamEncoder,
+def ui_stream_response(items: AsyncIterator[Item], encoder: UIMessageStreamEncoder,
                        headers: dict[str, str] | None = None) -> StreamingResponse:
-    return StreamingResponse(encode_stream(batches, encoder), media_type="text/event-stream",
+    return StreamingResponse(encode_stream(items, encoder), media_type="text/event-stream",
                              headers={**HEADERS, **(headers or {})})
 
 
-# reading useChat's request ------------------------------------------------------------------
-
-def message_text(message: UIMessageIn) -> str:
-    return "".join(str(p.get("text", "")) for p in message.parts if p.get("type") == "text")
-
-
-def tool_part_name(part: dict[str, Any]) -> str | None:
-    """The tool name of a tool part (``tool-<name>`` or ``dynamic-tool``), else None."""
-    t = str(part.get("type", ""))
-    if t.startswith("tool-"):
-        return t[len("tool-"):]
-    if t == "dynamic-tool":
-        return str(part.get("toolName", ""))
-    return None
-
-
-def tool_answers(message: UIMessageIn) -> list[tuple[int, dict[str, Any]]]:
-    """(part index, part) of the tool parts the client has an answer for."""
-    return [(i, p) for i, p in enumerate(message.parts)
-            if tool_part_name(p) is not None and p.get("state") in ("output-available", "output-error")
-            and isinstance(p.get("toolCallId"), str)]
-
-
-def answer_content(part: dict[str, Any]) -> tuple[str, bool]:
-    """A tool part's answer as (content, is_error)."""
-    if part.get("state") == "output-error":
-        return str(part.get("errorText") or "error"), True
-    out = part.get("output")
-    return (out if isinstance(out, str) else orjson.dumps(out).decode()), False
-
-
-__all__ = ["DONE", "HEADERS", "UIMessageStreamEncoder", "answer_content", "message_text", "tool_answers",
-           "ui_stream_response"]
+__all__ = ["DONE", "HEADERS", "NOTEBOOK_PART", "VERSIONS", "UIMessageStreamEncoder", "Version", "finish_reason",
+           "frame", "ui_stream_response"]

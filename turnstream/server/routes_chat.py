@@ -1,110 +1,174 @@
-"""``POST /api/chat``: ``useChat`` (AI SDK 5+) talks to a turnstream session.
+"""``/api/chat``: ``useChat`` (AI SDK 5, 6 and 7) talks to a turnstream session.
 
-The chat ``id`` is the caller's own name for a session: the session's id is made from the
-caller's user id and the chat id (``chat_session_id``), so two users may both call a chat
-``x`` and neither can reach, or claim first, the other's. The session is created on first
-use; its id comes back as ``messageMetadata.session_id`` for the session routes.
-When the last message is the user's, its text starts a turn. When it is the assistant's,
-its tool parts that carry an answer (``output-available`` / ``output-error``) answer the
-session's waiting turn, which then continues in the same assistant message. Client tools
-are declared in the request body (``client_tools``, e.g. through the transport's
-``body`` option), as for ``POST /api/sessions/{id}/turns``. Approvals are answered with
-``POST /api/sessions/{id}/tool-results``.
+* ``POST /api/chat`` takes the body ``useChat`` posts. The chat ``id`` is the caller's own
+  name for a session (``named_sessions``); the session is created on first use and its id
+  comes back as ``messageMetadata.session_id``. When the last message is the user's, its
+  text starts a turn. When it is the assistant's, its tool parts that carry an answer
+  (a client tool's ``output-available`` / ``output-error``; from 6 on, an approval's
+  ``approval-responded`` with ``approval.approved`` and ``approval.reason``) answer the
+  session's waiting turn, which then continues in the same assistant message. Client tools
+  are declared in the body (``client_tools``, e.g. through the transport's ``body``).
+* ``GET /api/chat/{chat_id}/stream`` is what ``useChat({resume: true})`` calls: the chat's
+  open turn (running, or waiting for the client) from its first event, stored ones first and
+  then live, from whichever process runs it; ``204`` when no turn is open (or no such chat).
+* ``POST /api/chat/{chat_id}/stop`` cancels the open turn. A client that only drops its
+  connection (the AI SDK's ``stop()`` aborts the fetch) does not stop the turn: that is what
+  lets a reload resume it.
+
+The version the client speaks is read by ``aisdk_request.requested_version``.
 """
 
 from __future__ import annotations
 
-import hashlib
+import re
 
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
-from ..blocks import Session, ToolResultBlock, ToolUseBlock
-from ..errors import AlreadyExists
-from .aisdk import UIMessageStreamEncoder, answer_content, message_text, tool_answers, ui_stream_response
+from ..blocks import Session
+from ..lifecycle import pending_requests
+from .aisdk import UIMessageStreamEncoder, ui_stream_response
+from .aisdk_request import Answer, answers, message_text, requested_version
 from .api import API, OVERLOADED, Call, Reply
 from .errors import conflict, invalid_field, not_found
 from .follow import Follower
-from .models import ChatRequest
+from .models import ID_PATTERN, CancelOut, ChatRequest
+from .named_sessions import find_named_session, named_session_id, open_named_session, open_turn
 from .routes_turns import client_tool_specs, start_turn, submit
-from .state import AppState
+from .turn_stream import notebook_feed, whole_turn, with_notebook
+
+SSE = "text/event-stream"
+VERSION_HEADER = {"X-AI-SDK-Version": "The major of the `ai` package that reads the stream: 5 (default), 6 or 7."}
+VERSION_QUERY = {"ai_sdk": "Same as X-AI-SDK-Version, for a transport whose headers you do not set."}
+_ID = re.compile(ID_PATTERN)
 
 
 def chat_session_id(user_id: str, chat_id: str) -> str:
     """The session a user's chat id names: the same for the same user, unrelated for another."""
-    return "chat_" + hashlib.sha256(f"{user_id}\x00{chat_id}".encode()).hexdigest()[:32]
+    return named_session_id(user_id, chat_id, "chat")
 
 
-async def _chat_session(call: Call, body: ChatRequest) -> Session:
-    state, store = call.state, call.state.store
-    sid = chat_session_id(call.user.id, body.id)
-    session = await store.get_session(sid)
-    if session is None:
-        if body.model:
-            problem = state.check_model(body.model)
-            if problem is not None:
-                raise invalid_field(["body", "model"], problem)
-        title = next((message_text(m) for m in body.messages if m.role == "user"), "")[:80]
-        try:
-            session = await store.create_session(call.user.id, session_id=sid, title=title,
-                                                 model=body.model or state.settings.model, toolset=body.toolset)
-        except AlreadyExists:  # created by a concurrent request
-            session = await store.get_session(sid)
-    if session is None or session.user_id != call.user.id:
-        raise not_found(f"chat {body.id}")
-    return session
+def path_name(call: Call, param: str) -> str:
+    """A chat or thread id from the path; 422 naming it when it cannot be one."""
+    value = call.param(param)
+    if not _ID.fullmatch(value):
+        raise invalid_field(["path", param], "must be 1 to 64 letters, digits, '_' or '-'")
+    return value
 
 
-async def _continue(state: AppState, session: Session, body: ChatRequest) -> tuple[Follower, str]:
-    last = body.messages[-1]
-    answers = tool_answers(last)
-    open_turns = [t for t in await state.store.list_turns(session.id) if t.status in ("running", "awaiting_client")]
-    turn = open_turns[-1] if open_turns else None
+async def _continue(call: Call, session: Session, body: ChatRequest) -> tuple[Follower, set[str], set[str]]:
+    """Record the answers the last (assistant) message carries and continue the waiting
+    turn; returns its follower, the calls the user denied, and every call decided here."""
+    state = call.state
+    last_index = len(body.messages) - 1
+    turn = await open_turn(call, session)
     if turn is None or turn.status != "awaiting_client":
         raise conflict("no turn of this chat is waiting for tool results; send a user message")
-    calls = {b.tool_use_id for b in turn.blocks if isinstance(b, ToolUseBlock)}
-    answered = {b.tool_use_id for b in turn.blocks if isinstance(b, ToolResultBlock)}
-    ready = False
-    sent = 0
-    for i, part in answers:
-        call_id = str(part["toolCallId"])
-        if call_id not in calls or call_id in answered:
-            continue
-        content, is_error = answer_content(part)
-        ready = await submit(state, session, turn, call_id, content=content, is_error=is_error, approved=None,
-                             field_prefix=("body", "messages", len(body.messages) - 1, "parts", i))
-        sent += 1
-    if sent == 0:
+    pending = await pending_requests(state.store, turn)
+    given: list[Answer] = []
+    offered = answers(body.messages[-1], ("body", "messages", last_index))
+    offered += [Answer(("body", "approvals", i), a.tool_use_id, approved=a.approved, reason=a.reason)
+                for i, a in enumerate(body.approvals or ())]
+    for a in offered:
+        req = pending.get(a.call_id)
+        if req is None or (a.approved is True and req.executor == "client") or any(g.call_id == a.call_id
+                                                                                  for g in given):
+            continue  # settled before, not this turn's, a client tool approved but not run yet, or twice
+        given.append(a)
+    if not given:
         raise conflict(f"turn {turn.id} waits for tool results, and the last message answers none of its calls")
+    ready = False
+    # Outputs first: the client has them, so the stream starts after them. Decisions after:
+    # a denial's result is part of the stream (as tool-output-denied).
+    for a in (a for a in given if a.approved is None):
+        ready = await submit(state, session, turn, a.call_id, content=a.content, is_error=a.is_error,
+                             approved=None, field_prefix=a.field)
+    before = await state.store.last_event_n(turn.id)
+    decisions = [a for a in given if a.approved is not None]
+    for a in decisions:
+        ready = await submit(state, session, turn, a.call_id, content=None, is_error=False, approved=a.approved,
+                             reason=a.reason, field_prefix=a.field)
     if not ready:
         raise conflict(f"turn {turn.id} still waits for other tool results; send them together")
-    before = await state.store.last_event_n(turn.id)
     follower = Follower(state.store, state.bus, session.id, turn.id, before,
                         ping_interval=state.settings.ping_interval)
     await state.turns.resume(session, turn.id)
-    return follower, turn.id
+    return follower, {a.call_id for a in decisions if not a.approved}, {a.call_id for a in decisions}
 
 
-@API.route("POST", "/api/chat", summary="AI SDK UI message stream (useChat): a chat id is a session",
-           body=ChatRequest,
-           replies={200: Reply("UI message stream v1 chunks, then [DONE].", None, "text/event-stream"), **OVERLOADED})
+@API.route("POST", "/api/chat", summary="AI SDK UI message stream (useChat 5, 6, 7): a chat id is a session",
+           body=ChatRequest, headers=VERSION_HEADER, query=VERSION_QUERY,
+           replies={200: Reply("UI message stream v1 chunks, then [DONE].", None, SSE), **OVERLOADED})
 async def chat(call: Call) -> Response:
     state = call.state
     body = call.parsed(ChatRequest)
-    session = await _chat_session(call, body)
+    version = requested_version(call, body.messages)
     last = body.messages[-1]
-    if last.role == "user":
-        text = message_text(last)
-        if not text.strip():
-            raise invalid_field(["body", "messages", len(body.messages) - 1, "parts"], "the message has no text part")
-        specs = client_tool_specs(state, session, body.client_tools)
-        follower = await start_turn(state, session, text, specs)
-        encoder = UIMessageStreamEncoder(message_id=follower.turn_id, metadata={"session_id": session.id})
-    elif last.role == "assistant":
-        follower, _ = await _continue(state, session, body)
-        known = {str(p["toolCallId"]) for p in last.parts if isinstance(p.get("toolCallId"), str)}
-        encoder = UIMessageStreamEncoder(message_id=last.id or None, known_calls=known,
-                                         metadata={"session_id": session.id})
-    else:
-        raise invalid_field(["body", "messages", len(body.messages) - 1, "role"],
+    last_field = ["body", "messages", len(body.messages) - 1]
+    if last.role == "user" and not message_text(last).strip():
+        raise invalid_field([*last_field, "parts"], "the message has no text part")
+    if last.role not in ("user", "assistant"):
+        raise invalid_field([*last_field, "role"],
                             "the last message must be the user's (or the assistant's, carrying tool results)")
-    return ui_stream_response(follower.batches(), encoder, headers={"X-Turn-Id": follower.turn_id})
+    title = next((message_text(m) for m in body.messages if m.role == "user"), "")
+    session = await open_named_session(call, body.id, "chat", title=title, model=body.model, toolset=body.toolset,
+                                       model_field=["body", "model"])
+    meta = {"session_id": session.id}
+    feed = notebook_feed(state, session)  # before the turn moves: its first change may come at once
+    try:
+        if last.role == "user":
+            specs = client_tool_specs(state, session, body.client_tools)
+            follower = await start_turn(state, session, message_text(last), specs)
+            encoder = UIMessageStreamEncoder(version=version, message_id=follower.turn_id, metadata=meta)
+        else:
+            follower, denied, decided = await _continue(call, session, body)
+            known = {str(p["toolCallId"]) for p in last.parts if isinstance(p.get("toolCallId"), str)}
+            encoder = UIMessageStreamEncoder(version=version, message_id=last.id or None, known_calls=known,
+                                             denied=denied, decided=decided, metadata=meta)
+    except BaseException:
+        if feed is not None:
+            feed.close()
+        raise
+    items = with_notebook(follower.batches(), feed)
+    return ui_stream_response(items, encoder, headers={"X-Turn-Id": follower.turn_id})
+
+
+@API.route("GET", "/api/chat/{chat_id}/stream",
+           summary="Resume a chat's open turn (useChat resume): the whole message, stored events then live",
+           headers=VERSION_HEADER, query=VERSION_QUERY,
+           replies={200: Reply("UI message stream v1 chunks of the open turn from its start, then [DONE].", None,
+                               SSE),
+                    204: Reply("No turn of this chat is open: nothing to resume.")})
+async def chat_stream(call: Call) -> Response:
+    state = call.state
+    chat_id = path_name(call, "chat_id")
+    version = requested_version(call)
+    session = await find_named_session(call, chat_id, "chat")
+    turn = await open_turn(call, session) if session is not None else None
+    if session is None or turn is None:
+        return Response(status_code=204)
+    encoder = UIMessageStreamEncoder(version=version, message_id=turn.id, metadata={"session_id": session.id})
+    items = with_notebook(whole_turn(state, session.id, turn.id), notebook_feed(state, session))
+    return ui_stream_response(items, encoder, headers={"X-Turn-Id": turn.id})
+
+
+@API.route("POST", "/api/chat/{chat_id}/stop",
+           summary="Stop a chat's open turn (a dropped connection does not stop it)",
+           replies={200: Reply("Cancelled, or being cancelled by the process that runs it.", CancelOut),
+                    204: Reply("No turn of this chat is open: nothing to stop.")})
+async def chat_stop(call: Call) -> Response:
+    return await stop_named(call, path_name(call, "chat_id"), "chat")
+
+
+async def stop_named(call: Call, name: str, kind: str) -> Response:
+    """Cancel the open turn of the caller's chat or thread ``name``."""
+    session = await find_named_session(call, name, "agui" if kind == "agui" else "chat")
+    if session is None:
+        raise not_found(f"{kind} {name}")
+    turn = await open_turn(call, session)
+    outcome = await call.state.turns.cancel(session.id, turn.id) if turn is not None else None
+    if turn is None or outcome is None:
+        return Response(status_code=204)
+    return JSONResponse({"turn_id": turn.id, "status": outcome})
+
+
+__all__ = ["chat_session_id", "path_name", "stop_named"]

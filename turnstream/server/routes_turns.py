@@ -96,13 +96,15 @@ async def _waiting_turn(state: AppState, session: Session, turn_id: str | None) 
 
 
 async def submit(state: AppState, session: Session, turn: Turn, tool_use_id: str, *, content: str | None,
-                 is_error: bool, approved: bool | None, field_prefix: tuple[Any, ...] = ("body",)) -> bool:
+                 is_error: bool, approved: bool | None, reason: str | None = None,
+                 field_prefix: tuple[Any, ...] = ("body",)) -> bool:
     """Record one answer and publish what it stored (a result block, or the approval);
     True when the turn can continue. The core's refusals become 4xx by their type; an
     invalid answer is a 422 naming its field under ``field_prefix``."""
     try:
         return await submit_tool_result(state.store, turn.id, tool_use_id, content=content, is_error=is_error,
-                                        approved=approved, on_event=lambda ev: state.bus.publish(session.id, ev))
+                                        approved=approved, reason=reason,
+                                        on_event=lambda ev: state.bus.publish(session.id, ev))
     except NotFound:
         raise not_found(f"pending tool call {tool_use_id} in turn {turn.id}") from None
     except InvalidValue as exc:
@@ -119,7 +121,7 @@ async def post_tool_result(call: Call) -> Response:
     turn = await _waiting_turn(state, session, body.turn_id)
     before = await state.store.last_event_n(turn.id)
     ready = await submit(state, session, turn, body.tool_use_id, content=body.content, is_error=body.is_error,
-                         approved=body.approved)
+                         approved=body.approved, reason=body.reason)
     if ready:
         await state.turns.resume(session, turn.id)
     return JSONResponse({"turn_id": turn.id, "tool_use_id": body.tool_use_id, "resumed": ready,

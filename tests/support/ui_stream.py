@@ -1,0 +1,48 @@
+"""Helpers for the protocol tests: a turn held in a tool until the test opens a gate, and
+reading the AI SDK UI message stream at the wire."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+GATE = {"name": "gate", "fragment_size": 8, "steps": [
+    {"blocks": [{"type": "text", "text": "Waiting for the gate."},
+                {"type": "tool_use", "name": "wait_for_gate", "input": {}}]},
+    {"blocks": [{"type": "text", "text": "Done: {{last}}"}]}]}
+"""A turn that waits in ``wait_for_gate`` (``tests/support/protocol_tools.py``) until ``open_gate``."""
+
+TOOLS_ENV = {"TURNSTREAM_TOOLS": "tests.support.protocol_tools:TOOLS"}
+
+
+def open_gate(gate: Path, word: str = "open") -> None:
+    """Let the waiting tool through (blocks until it is waiting)."""
+    gate.write_text(word)
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"id": uuid.uuid4().hex[:8], "role": "user", "parts": [{"type": "text", "text": text}]}
+
+
+def chunks(body: str) -> list[Any]:
+    """The chunks of a UI message stream's body (``[DONE]`` as the string)."""
+    out: list[Any] = []
+    for frame in body.split("\n\n"):
+        if frame.startswith("data: "):
+            payload = frame[len("data: "):]
+            out.append(payload if payload == "[DONE]" else json.loads(payload))
+    return out
+
+
+def read_until(lines: Iterator[str], kind: str) -> list[dict[str, Any]]:
+    """Chunks of an open UI stream (its ``iter_lines()``) up to the first of type ``kind``."""
+    seen: list[dict[str, Any]] = []
+    for line in lines:
+        if line.startswith("data: {"):
+            seen.append(json.loads(line[len("data: "):]))
+            if seen[-1]["type"] == kind:
+                return seen
+    raise AssertionError(f"the stream ended before {kind}: {seen}")

@@ -1,0 +1,106 @@
+"""Reading what ``useChat`` sends: which major of the ``ai`` package speaks, the user's text,
+and the answers an assistant message carries back (client tools' outputs, approvals).
+
+Which version: the transport does not say, so the client does, in this order:
+
+1. the header ``X-AI-SDK-Version`` (``5``, ``6``, ``7``, or a full version such as
+   ``6.0.326``), which ``DefaultChatTransport({headers})`` sends on every request, the
+   resume ``GET`` included;
+2. the query parameter ``ai_sdk`` on the route (``api: '/api/chat?ai_sdk=7'``; the
+   transport keeps a query when it builds the resume URL);
+3. otherwise 6 when a message carries a tool approval (only 6 and later have them), else 5.
+
+5 is the default because its chunks are the ones every later major reads too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .aisdk import VERSIONS, Version
+from .api import Call
+from .errors import invalid_field
+from .models import UIMessageIn
+
+HEADER = "x-ai-sdk-version"
+QUERY = "ai_sdk"
+_APPROVAL_STATES = ("approval-requested", "approval-responded", "output-denied")
+
+
+def requested_version(call: Call, messages: list[UIMessageIn] | None = None) -> Version:
+    """The major the client speaks (see the module doc); 422 naming the header or the query
+    parameter for one that is not 5, 6 or 7."""
+    for where, name, raw in (("header", "X-AI-SDK-Version", call.request.headers.get(HEADER)),
+                             ("query", QUERY, call.request.query_params.get(QUERY))):
+        if raw is None or not raw.strip():
+            continue
+        major = raw.strip().lstrip("v").split(".", 1)[0]
+        for v in VERSIONS:
+            if major == str(v):
+                return v
+        raise invalid_field([where, name], f"must be one of {', '.join(map(str, VERSIONS))} (the major of the "
+                                           f"`ai` package), not {raw!r}")
+    for m in messages or ():
+        if any(tool_part_name(p) is not None and (p.get("state") in _APPROVAL_STATES or "approval" in p)
+               for p in m.parts):
+            return 6
+    return 5
+
+
+def message_text(message: UIMessageIn) -> str:
+    return "".join(str(p.get("text", "")) for p in message.parts if p.get("type") == "text")
+
+
+def tool_part_name(part: dict[str, Any]) -> str | None:
+    """The tool name of a tool part (``tool-<name>`` or ``dynamic-tool``), else None."""
+    t = str(part.get("type", ""))
+    if t.startswith("tool-"):
+        return t[len("tool-"):]
+    if t == "dynamic-tool":
+        return str(part.get("toolName", ""))
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One answer an assistant message carries for a call of the waiting turn."""
+
+    field: tuple[str | int, ...]
+    """Where it came from (for a 422 naming it): a message part, or ``body.approvals[i]``."""
+    call_id: str
+    content: str | None = None
+    is_error: bool = False
+    approved: bool | None = None
+    """Set for an approval decision (6+): the part is ``approval-responded`` or ``output-denied``."""
+    reason: str | None = None
+
+
+def answers(message: UIMessageIn, where: tuple[str | int, ...]) -> list[Answer]:
+    """The tool parts of ``message`` (found at ``where``) that answer a call: a client tool's
+    output (``output-available`` / ``output-error``), or an approval decision."""
+    out: list[Answer] = []
+    for i, p in enumerate(message.parts):
+        field = (*where, "parts", i)
+        call_id = p.get("toolCallId")
+        if tool_part_name(p) is None or not isinstance(call_id, str):
+            continue
+        state = p.get("state")
+        raw = p.get("approval")
+        approval: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        if state in ("approval-responded", "output-denied") and isinstance(approval.get("approved"), bool):
+            reason = approval.get("reason")
+            out.append(Answer(field, call_id, approved=approval["approved"],
+                              reason=reason if isinstance(reason, str) else None))
+        elif state == "output-error":
+            out.append(Answer(field, call_id, content=str(p.get("errorText") or "error"), is_error=True))
+        elif state == "output-available":
+            value = p.get("output")
+            out.append(Answer(field, call_id,
+                              content=value if isinstance(value, str) else orjson.dumps(value).decode()))
+    return out
+
+
+__all__ = ["HEADER", "QUERY", "Answer", "answers", "message_text", "requested_version", "tool_part_name"]

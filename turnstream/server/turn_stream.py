@@ -1,0 +1,119 @@
+"""What the protocol streams (AI SDK, AG-UI) follow besides one stretch of a turn.
+
+* ``whole_turn``: a turn from its first event to its end, across the pauses where it waited
+  for the client. A client that reconnects (the AI SDK's ``GET …/{chat}/stream``) rebuilds
+  its whole message from it. A ``turn_complete`` that paused the turn is dropped when the
+  turn went on after it; the stream ends at the one that ends the turn, or at the pause the
+  turn is in now.
+* ``with_notebook``: a turn's batches with the session's notebook changes mixed in, as they
+  happen (``Bus.subscribe_messages``, so from every process on a shared database).
+
+Both yield what ``Follower.batches`` yields (a list of envelopes, or None when a ping is
+due); ``with_notebook`` adds the notebook's own messages as dicts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from ..blocks import Session
+from ..bus import Envelope, SessionMessage, Subscription
+from ..events import BlockDelta, BlockStart, BlockStop, StreamEvent
+from .follow import Follower
+from .state import AppState
+
+Batch = list[Envelope] | None
+Item = list[Envelope] | dict[str, Any] | None
+
+MODEL_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use", "provider")
+"""Blocks a provider's stream makes (a tool result is not one: it comes after the stream)."""
+
+
+def in_step_stream(ev: StreamEvent) -> bool:
+    """Whether ``ev`` belongs to the provider stream of the running step: a model block's
+    start, delta or stop. Anything else (a tool result, a tool request, the next step, the
+    end) says that stream has ended. An encoder whose wire cannot take parts back holds a
+    step's output until then, and drops it on a ``step_restart``."""
+    if isinstance(ev, BlockStart):
+        return ev.type in MODEL_BLOCKS
+    if isinstance(ev, BlockStop):
+        return ev.block is None or ev.block.type in MODEL_BLOCKS
+    return isinstance(ev, BlockDelta)
+
+
+async def whole_turn(state: AppState, session_id: str, turn_id: str) -> AsyncGenerator[Batch, None]:
+    """Every event of the turn, stored ones first, then live, until it ends or waits."""
+    after = 0
+    while True:
+        follower = Follower(state.store, state.bus, session_id, turn_id, after,
+                            ping_interval=state.settings.ping_interval)
+        went_on = False
+        async with aclosing(follower.batches()) as batches:
+            async for batch in batches:
+                if batch and batch[-1].name == "turn_complete" and batch[-1].data.get("status") == "awaiting_client" \
+                        and await state.store.last_event_n(turn_id) > batch[-1].n:
+                    # A pause the turn has left behind: not the end of the message.
+                    if len(batch) > 1:
+                        yield batch[:-1]
+                    after, went_on = batch[-1].n, True
+                    break
+                yield batch
+        if not went_on:
+            return
+
+
+def notebook_feed(state: AppState, session: Session) -> Subscription | None:
+    """A subscription to the session's notebook changes, when its toolset has a notebook."""
+    if state.notebooks is None or session.toolset not in (None, "notebook"):
+        return None
+    return state.bus.subscribe_messages(session.id)
+
+
+async def with_notebook(batches: AsyncIterator[Batch], feed: Subscription | None) -> AsyncGenerator[Item, None]:
+    """``batches`` as they come, with each notebook change of ``feed`` between them. Ends with
+    ``batches``; closes ``feed``."""
+    if feed is None:
+        async with aclosing(_plain(batches)) as plain:
+            async for item in plain:
+                yield item
+        return
+    it = aiter(batches)
+    nxt: asyncio.Future[Batch] = asyncio.ensure_future(anext(it))
+    msg: asyncio.Future[Any] = asyncio.ensure_future(feed.get())
+    try:
+        while True:
+            done, _ = await asyncio.wait({nxt, msg}, return_when=asyncio.FIRST_COMPLETED)
+            if msg in done:
+                item = msg.result()
+                if isinstance(item, SessionMessage) and item.data.get("type") == "notebook":
+                    yield item.data
+                msg = asyncio.ensure_future(feed.get())
+            if nxt in done:
+                try:
+                    batch = nxt.result()
+                except StopAsyncIteration:
+                    return
+                yield batch
+                nxt = asyncio.ensure_future(anext(it))
+    finally:
+        feed.close()
+        for task in (nxt, msg):
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await task
+        aclose = getattr(it, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def _plain(batches: AsyncIterator[Batch]) -> AsyncGenerator[Item, None]:
+    async for batch in batches:
+        yield batch
+
+
+__all__ = ["MODEL_BLOCKS", "Batch", "Item", "in_step_stream", "notebook_feed", "whole_turn", "with_notebook"]
