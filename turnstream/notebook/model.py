@@ -7,7 +7,8 @@ Outputs are a discriminated union on ``type`` (plain dicts, so they go to JSON u
 * ``{"type": "table", "html", "text", "rows", "columns"}``: a DataFrame (or Series) as a
   trimmed HTML table plus a plain-text preview; ``rows``/``columns`` give the full shape.
 * ``{"type": "plotly", "figure"}``: a Plotly figure, the parsed ``fig.to_json()``.
-* ``{"type": "error", "ename", "evalue", "traceback"}``: the exception that ended the run.
+* ``{"type": "error", "ename", "evalue", "traceback"}``: the exception that ended the run;
+  ``timed_out`` or ``interrupted`` (true) when the run was stopped from outside.
 
 The persisted document is ``{"format": 1, "execution_count": n, "cells": [cell, ...]}`` with
 each cell as ``Cell.to_dict()``.
@@ -56,6 +57,7 @@ class ErrorOutput(TypedDict):
     evalue: str
     traceback: str
     timed_out: NotRequired[bool]
+    interrupted: NotRequired[bool]
 
 
 Output = StreamOutput | TextOutput | TableOutput | PlotlyOutput | ErrorOutput
