@@ -25,6 +25,10 @@ stdout, and fds 0/1 are pointed elsewhere so user code can neither read nor corr
   it while the main thread runs the cell; one that comes before its run starts stops it at once.
 * child → parent: ``{"id": n, "status": "success"|"error", "outputs": [output, ...]}``
   with outputs as described in ``model``.
+
+Why one module of this size: it is the program that runs inside the sandbox, loaded by path
+with only the standard library and its two siblings; every file more is one more bind into
+every sandbox, and the protocol, the namespace and the reader thread share its state.
 """
 
 from __future__ import annotations
