@@ -165,6 +165,12 @@ class NotebookManager:
         """The session's notebook, loaded (or created empty) on first use."""
         return (await self._entry(session_id)).notebook
 
+    def cell_snapshot(self, session_id: str, cell_id: str) -> dict[str, Any] | None:
+        """A cell as this process holds it now, without loading anything (None if unknown)."""
+        entry = self._entries.get(session_id)
+        cell = entry.notebook.find(cell_id) if entry is not None else None
+        return cell.to_dict() if cell is not None else None
+
     def kernel(self, session_id: str) -> Kernel | None:
         entry = self._entries.get(session_id)
         return entry.kernel if entry else None
