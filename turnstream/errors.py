@@ -306,13 +306,15 @@ class ApiError(TurnstreamError):
     it into ``{"error": code, "message": …, "detail"?: […]}`` with its status."""
 
     def __init__(self, status: int, code: str, message: str, detail: list[dict[str, Any]] | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, extra: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.detail = detail
         self.headers = headers
+        self.extra = extra
+        """More fields of the body (an edit conflict's current ``cell``)."""
 
 
 class SimulatedFault(TurnstreamError):

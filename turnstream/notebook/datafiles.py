@@ -31,23 +31,37 @@ class DataFiles:
         self.store = store
         self.limits = limits
 
-    async def add(self, session_id: str, name: str, data: bytes) -> FileInfo:
-        """Check ``data`` against its name's format and store it (replacing a file of that
-        name). ``InvalidValue`` (field ``files``) for a bad name or content, ``FileTooLarge``
-        over a limit, ``AlreadyExists`` when another file already has its variable."""
-        if len(data) > self.limits.file_bytes:
-            raise FileTooLarge(f"{name} is {len(data)} bytes, over the limit of {self.limits.file_bytes} bytes "
-                               "for one data file", self.limits.file_bytes)
-        try:
-            info = await asyncio.to_thread(files.check, name, data)
-        except ValueError as exc:
-            raise InvalidValue("files", str(exc)) from None
-        for other in await self.store.notebook_files(session_id):
-            if other.name != name and other.info.get("variable") == info.variable:
-                raise AlreadyExists(f"{name} would be loaded as {info.variable}, which {other.name} already is; "
-                                    f"delete {other.name} or rename one of them")
-        await self.store.put_notebook_file(session_id, name, data, info.to_dict(), max_total=self.limits.total_bytes)
-        return info
+    async def add(self, session_id: str, uploads: Sequence[tuple[str, bytes]]) -> list[FileInfo]:
+        """Check every file against its name's format, then store them (each replacing a file
+        of its name): nothing is stored unless all pass. ``InvalidValue`` (field ``files[i]``)
+        for a bad name or content, ``FileTooLarge`` over a limit, ``AlreadyExists`` when two
+        files would give the same variable."""
+        stored = {f.name: f for f in await self.store.notebook_files(session_id)}
+        infos: list[FileInfo] = []
+        for i, (name, data) in enumerate(uploads):
+            if len(data) > self.limits.file_bytes:
+                raise FileTooLarge(f"{name} is {len(data)} bytes, over the limit of {self.limits.file_bytes} "
+                                   "bytes for one data file", self.limits.file_bytes)
+            try:
+                infos.append(await asyncio.to_thread(files.check, name, data))
+            except ValueError as exc:
+                raise InvalidValue(f"files[{i}]", str(exc)) from None
+        taken = {f.info.get("variable"): n for n, f in stored.items()}
+        for info in infos:
+            other = taken.get(info.variable)
+            if other is not None and other != info.name:
+                raise AlreadyExists(f"{info.name} would be loaded as {info.variable}, which {other} already is; "
+                                    f"delete {other} or rename one of them")
+            taken[info.variable] = info.name
+        total = sum(f.size for n, f in stored.items() if n not in {i.name for i in infos})
+        total += sum(i.bytes for i in infos)
+        if total > self.limits.total_bytes:
+            raise FileTooLarge(f"these files would take the notebook's files to {total} bytes, over their limit "
+                               f"of {self.limits.total_bytes} bytes; delete a file first", self.limits.total_bytes)
+        for (name, data), info in zip(uploads, infos, strict=True):
+            await self.store.put_notebook_file(session_id, name, data, info.to_dict(),
+                                               max_total=self.limits.total_bytes)
+        return infos
 
     async def infos(self, session_id: str) -> list[FileInfo]:
         return [FileInfo.from_dict(f.info) for f in await self.store.notebook_files(session_id)]

@@ -276,24 +276,26 @@ class NotebookManager:
             await self._commit(entry, "cell_created", cell.to_dict(), index=len(entry.notebook.cells) - 1)
 
     # data files ----------------------------------------------------------------------------
-    async def add_file(self, session_id: str, name: str, data: bytes) -> FileInfo:
-        """Store a data file (see ``DataFiles.add``); cells that read its variable become stale."""
-        info = await self.files.add(session_id, name, data)
-        await self._files_changed(session_id, info.variable)
-        return info
+    async def add_files(self, session_id: str, uploads: list[tuple[str, bytes]]) -> list[FileInfo]:
+        """Store data files (see ``DataFiles.add``); cells that read their variables become stale."""
+        infos = await self.files.add(session_id, uploads)
+        await self._files_changed(session_id, [i.variable for i in infos])
+        return infos
 
     async def delete_file(self, session_id: str, name: str) -> bool:
         infos = {f.name: f for f in await self.files.infos(session_id)}
         deleted = await self.files.remove(session_id, name)
         if deleted and name in infos:
-            await self._files_changed(session_id, infos[name].variable)
+            await self._files_changed(session_id, [infos[name].variable])
         return deleted
 
-    async def _files_changed(self, session_id: str, variable: str) -> None:
+    async def _files_changed(self, session_id: str, variables: list[str]) -> None:
         entry = await self._entry(session_id)
         nb = entry.notebook
-        for cid in users_of(nb.cells, Graph(nb.cells), variable):
-            nb.live.discard(cid)
+        graph = Graph(nb.cells)
+        for variable in variables:
+            for cid in users_of(nb.cells, graph, variable):
+                nb.live.discard(cid)
         if self.on_change is not None:
             files = [f.to_dict() for f in await self.files.infos(session_id)]
             await self._tell(session_id, {"type": "notebook_files", "session_id": session_id, "files": files})

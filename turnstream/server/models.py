@@ -112,6 +112,30 @@ class ToolResultIn(_Body):
     approved: StrictBool | None = None
 
 
+Index = Annotated[int, Field(strict=True, ge=0, le=100_000)]
+Code = Annotated[str, AfterValidator(_storable), Field(max_length=1_000_000)]
+
+
+class CellCreate(_Body):
+    """A new notebook cell (it does not run)."""
+
+    code: Code = Field(default="", description="The cell's source.")
+    language: Literal["python", "sql"] = "python"
+    index: Index | None = Field(default=None, description="Its position (0 is first); at the end when absent "
+                                                          "or past the end.")
+
+
+class CellPatch(_Body):
+    """A change to a cell: any of its code, language and position."""
+
+    code: Code | None = None
+    language: Literal["python", "sql"] | None = None
+    index: Index | None = Field(default=None, description="Move it to this position (0 is first).")
+    base_code: Code | None = Field(default=None, description=(
+        "The code this edit started from. When the cell's code is no longer this (the assistant or another "
+        "tab changed it meanwhile), nothing changes and the answer is 409 with the current cell."))
+
+
 class SessionOut(BaseModel):
     id: str
     title: str
@@ -165,6 +189,72 @@ class Health(BaseModel):
     live_turns: int
 
 
+class CellOut(BaseModel):
+    id: str
+    code: str
+    language: Literal["python", "sql"]
+    status: Literal["idle", "running", "success", "error", "blocked"]
+    outputs: list[dict[str, Any]] = Field(description="stdout, stderr, text, table, plotly and error outputs "
+                                                      "(docs/notebook.md).")
+    execution_count: int | None
+    blocked_by: str | None
+    edited_by: Literal["user", "assistant"] | None
+
+
+class NotebookCellOut(CellOut):
+    stale: bool = Field(description="It needs to run again (never ran in this kernel, changed, or upstream did).")
+    defines: list[str]
+    uses: list[str]
+    depends_on: list[str]
+
+
+class FileOut(BaseModel):
+    name: str
+    variable: str = Field(description="The DataFrame name a cell reads it by.")
+    format: Literal["csv", "tsv", "parquet", "json", "xlsx"]
+    bytes: int
+    sha256: str
+    rows: int | None
+    columns: list[str] | None
+    numeric_columns: list[str] | None
+
+
+class FileList(BaseModel):
+    files: list[FileOut]
+
+
+class NotebookOut(BaseModel):
+    session_id: str
+    version: int
+    cells: list[NotebookCellOut]
+    files: list[FileOut]
+    sandbox: dict[str, Any]
+
+
+class RunOut(BaseModel):
+    cell: CellOut
+    ran_upstream: list[str]
+    blocked: list[str]
+    seconds: float
+
+
+class InterruptOut(BaseModel):
+    cell_id: str
+    status: Literal["interrupted", "interrupting", "not_running"] = Field(description=(
+        "'interrupted': its run has ended; 'interrupting': another server process runs it and was asked to; "
+        "'not_running': it was not running."))
+
+
+class EditConflictOut(BaseModel):
+    error: Literal["edit_conflict"]
+    message: str
+    cell: CellOut
+
+
+class ImportOut(BaseModel):
+    cells: list[CellOut]
+
+
 class ErrorOut(BaseModel):
     error: str
     message: str
@@ -207,6 +297,27 @@ class ChatRequest(BaseModel):
 
 
 __all__ = [
-    "TOOLSETS", "ChatRequest", "ClientTool", "SessionCreate", "SessionDetail", "SessionList", "SessionOut",
-    "ToolResultIn", "ToolResultOut", "TurnCreate", "TurnOut", "UIMessageIn",
+    "TOOLSETS",
+    "CellCreate",
+    "CellOut",
+    "CellPatch",
+    "ChatRequest",
+    "ClientTool",
+    "EditConflictOut",
+    "FileList",
+    "FileOut",
+    "ImportOut",
+    "InterruptOut",
+    "NotebookCellOut",
+    "NotebookOut",
+    "RunOut",
+    "SessionCreate",
+    "SessionDetail",
+    "SessionList",
+    "SessionOut",
+    "ToolResultIn",
+    "ToolResultOut",
+    "TurnCreate",
+    "TurnOut",
+    "UIMessageIn",
 ]
