@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
+import nbformat
 import pytest
 
 from tests.support.server import Server, new_session, server_errors, start_server
@@ -300,7 +301,6 @@ def test_uploads_that_are_not_multipart_files_are_422(server: Server) -> None:
 
 
 def test_the_notebook_exports_as_a_valid_ipynb_and_imports_into_an_empty_one(server: Server) -> None:
-    nbformat = pytest.importorskip("nbformat")
     with server.client() as c:
         sid = new_session(c, title="Sales: a look")
         assert upload(c, sid, ("sales.csv", CSV)).status_code == 201
