@@ -143,7 +143,7 @@ def test_cancelling_a_turn_mid_run_interrupts_the_cell_and_says_it_started(serve
         assert "KeyboardInterrupt" in result["content"]
 
 
-def test_a_server_killed_mid_run_leaves_the_cell_interrupted_not_running(tmp_path: Path, models: dict[str, str]) -> None:
+def test_a_server_killed_mid_run_leaves_the_cell_interrupted(tmp_path: Path, models: dict[str, str]) -> None:
     srv = start_server(tmp_path, model=models["echo"])
     with srv.client() as c:
         sid = new_session(c)
