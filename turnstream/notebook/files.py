@@ -4,15 +4,15 @@ Standard library only: the kernel child loads this file too (``child.py``), and 
 checks uploads with it without parsing anything in a library that a hostile file could
 exploit (pandas, DuckDB and openpyxl read a file only inside the sandbox).
 
-* A name is 1 to 128 characters of letters, digits, ``_``, ``-`` and ``.``, starts with a
-  letter or a digit, has no ``..``, and ends in ``.csv``, ``.tsv``, ``.parquet``, ``.json``
+* A name is 1 to 128 characters of letters, digits, spaces, ``_``, ``-`` and ``.``, starts
+  with a letter or a digit, has no ``..``, and ends in ``.csv``, ``.tsv``, ``.parquet``, ``.json``
   or ``.xlsx``: no path separator, no leading dot, nothing a path could escape with.
 * The name says which format the file claims to be; ``check`` then reads the content and
   refuses a file whose content is not that format (a PNG called ``sales.csv``). Refusals are
   ``ValueError``s whose message is meant for the user (the child cannot import the error tree;
   the manager raises ``InvalidValue`` for them).
 * A file is loaded into the namespace under its *variable*, the name without its suffix made
-  an identifier (``sales-2024.csv`` is ``sales_2024``), when a cell uses that name and no cell
+  an identifier (``sales-2024.csv`` is ``sales_2024``, ``Q1 report.csv`` ``Q1_report``), when a cell uses that name and no cell
   above it defines it. ``load_expr`` is the one expression that reads it, in the kernel and in
   an exported ``.ipynb`` alike.
 """
@@ -32,7 +32,7 @@ from typing import Any, Literal
 Format = Literal["csv", "tsv", "parquet", "json", "xlsx"]
 SUFFIXES: dict[str, Format] = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".json": "json",
                                ".xlsx": "xlsx"}
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,127}$"
 _NAME = re.compile(NAME_PATTERN)
 _NOT_IDENT = re.compile(r"\W")
 NUMERIC_SAMPLE = 10_000
@@ -42,7 +42,7 @@ NUMERIC_SAMPLE = 10_000
 def check_name(name: str) -> Format:
     """The format ``name`` claims; ValueError when the name is not allowed."""
     if not _NAME.fullmatch(name) or ".." in name:
-        raise ValueError(f"{name!r} is not a usable file name: 1 to 128 letters, digits, '_', '-' and '.', "
+        raise ValueError(f"{name!r} is not a usable file name: 1 to 128 letters, digits, spaces, '_', '-' and '.', "
                       "starting with a letter or a digit, with no '..' and no path separator")
     dot = name.rfind(".")
     fmt = SUFFIXES.get(name[dot:].lower()) if dot > 0 else None
