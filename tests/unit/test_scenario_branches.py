@@ -49,7 +49,7 @@ def test_file_names_and_their_variables(name: str, variable: str | None) -> None
 
 
 def test_csv_and_json_are_described_without_a_library() -> None:
-    info = files.check("t.csv", "name,score,when\n\"Smith, J\",1.5,2024-01-01\nLee,,2024-02-01\n".encode())
+    info = files.check("t.csv", b"name,score,when\n\"Smith, J\",1.5,2024-01-01\nLee,,2024-02-01\n")
     assert (info.rows, info.columns, info.numeric_columns) == (2, ["name", "score", "when"], ["score"])
     info = files.check("t.json", b'{"a": [1, 2, 3], "b": ["x", "y", "z"]}')
     assert (info.rows, info.columns, info.numeric_columns) == (3, ["a", "b"], ["a"])

@@ -12,9 +12,9 @@ exploit (pandas, DuckDB and openpyxl read a file only inside the sandbox).
   ``ValueError``s whose message is meant for the user (the child cannot import the error tree;
   the manager raises ``InvalidValue`` for them).
 * A file is loaded into the namespace under its *variable*, the name without its suffix made
-  an identifier (``sales-2024.csv`` is ``sales_2024``, ``Q1 report.csv`` ``Q1_report``), when a cell uses that name and no cell
-  above it defines it. ``load_expr`` is the one expression that reads it, in the kernel and in
-  an exported ``.ipynb`` alike.
+  an identifier (``sales-2024.csv`` is ``sales_2024``, ``Q1 report.csv`` ``Q1_report``), when
+  a cell uses that name and no cell above it defines it. ``load_expr`` is the one expression
+  that reads it, in the kernel and in an exported ``.ipynb`` alike.
 """
 
 from __future__ import annotations
