@@ -268,8 +268,8 @@ class NotebookManager:
         await self._commit(entry, "cell_deleted", {"id": cell_id})
 
     async def replace_cells(self, session_id: str, cells: list[Cell]) -> None:
-        """Fill an empty notebook (an imported ``.ipynb``); ``EditConflict``-free only when
-        it is empty, so the caller checks first."""
+        """Append ``cells`` (an imported ``.ipynb``) without running them; the import route
+        checks first that the notebook is empty."""
         entry = await self._entry(session_id)
         for cell in cells:
             entry.notebook.cells.append(cell)
