@@ -608,7 +608,7 @@ async def test_migrations_are_recorded_once_and_reopening_is_harmless(store: Sto
         async with backend.opened():
             pass
     rows = await backend.sql("SELECT version, name FROM schema_migrations ORDER BY version")
-    assert rows == [(1, "initial"), (2, "liveness_and_tool_calls")]
+    assert rows == [(1, "initial"), (2, "liveness_and_tool_calls"), (3, "notebook_files")]
     assert await store.get_turn(t.id) is not None
 
 

@@ -271,9 +271,13 @@ class NotebookManager:
         """Append ``cells`` (an imported ``.ipynb``) without running them; the import route
         checks first that the notebook is empty."""
         entry = await self._entry(session_id)
-        for cell in cells:
-            entry.notebook.cells.append(cell)
-            await self._commit(entry, "cell_created", cell.to_dict(), index=len(entry.notebook.cells) - 1)
+        nb = entry.notebook
+        first = len(nb.cells)
+        nb.cells.extend(cells)
+        await self._commit(entry, None, {})  # one save for them all, then a message per cell
+        for i, cell in enumerate(cells):
+            await self._tell(session_id, {"type": "notebook", "session_id": session_id, "version": nb.version,
+                                          "change": "cell_created", "cell": cell.to_dict(), "index": first + i})
 
     # data files ----------------------------------------------------------------------------
     async def add_files(self, session_id: str, uploads: list[tuple[str, bytes]]) -> list[FileInfo]:

@@ -115,7 +115,8 @@ class Runs:
                 await self.commit(entry, "cell_status", cell.to_dict())
                 continue
             start_error = await self._sync_generation(entry, deadline)
-            if start_error is None and infos is None:
+            if start_error is None and (infos is None or entry.files_generation != entry.kernel.generation):
+                # once per run, and again when a cell before this one lost the kernel
                 try:
                     infos = await self._sync_files(entry)
                 except KernelError as exc:

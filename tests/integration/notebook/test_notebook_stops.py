@@ -206,3 +206,15 @@ async def test_the_assistant_learns_when_it_replaces_code_it_never_read(manager:
     assert "replaced_code" not in said  # it read the user's version first
     said = json.loads(await caller.run("update_cell", "u3", cell_id=cell.id, code="a = 5"))
     assert "replaced_code" not in said  # its own code
+
+
+async def test_a_kernel_lost_mid_chain_gets_the_data_files_again(manager: NotebookManager, sid: str) -> None:
+    await manager.add_files(sid, [("sales.csv", CSV)])
+    a = await manager.create_cell(sid, "a = 1\nimport os\nos._exit(1)")
+    b = await manager.create_cell(sid, "b = int(sales.units.sum())\nb")
+    c = await manager.create_cell(sid, "a + b")
+    report = await manager.run_cell(sid, c.id)
+    assert report.ran_upstream == [a.id, b.id] and report.blocked == [c.id]
+    nb = await manager.notebook(sid)
+    assert nb.cell(a.id).outputs[-1]["ename"] == "KernelDied"
+    assert nb.cell(b.id).status == "success" and nb.cell(b.id).outputs == [{"type": "text", "text": "8"}]
