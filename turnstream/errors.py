@@ -11,7 +11,9 @@
     │   ├── TurnConflictError      another turn of the session is open
     │   ├── TurnNotWaiting         the turn is not waiting for tool results
     │   ├── TurnTakenOver          another process owns this running turn now
-    │   └── SeqConflictError       another writer took the turn's next ``seq`` or ``n`` first
+    │   ├── SeqConflictError       another writer took the turn's next ``seq`` or ``n`` first
+    │   ├── EditConflict           a notebook cell changed since the caller read it
+    │   └── FileTooLarge           a data file, or a notebook's files together, over their limit
     ├── RunError                   the run failed, for a reason outside the caller's code
     │   ├── ProviderError          the provider said no, or its stream broke
     │   │   ├── ProviderStatusError    an HTTP error status before the stream started
@@ -139,6 +141,26 @@ class TurnTakenOver(Refused):
 
 class SeqConflictError(Refused):
     """Another writer took this turn's next ``seq`` or ``n`` first; re-read and try again."""
+
+
+class EditConflict(Refused):
+    """An edit made from a copy of a cell that is no longer current (someone else changed
+    its code meanwhile). ``cell`` is the cell as it stands now; nothing was changed."""
+
+    def __init__(self, cell_id: str, cell: dict[str, Any]) -> None:
+        super().__init__(f"cell {cell_id} was changed by someone else since you read it; "
+                         "its current code is in 'cell'")
+        self.cell_id = cell_id
+        self.cell = cell
+
+
+class FileTooLarge(Refused):
+    """A notebook data file larger than ``limit`` bytes, or one that would take the notebook's
+    files together past their ``limit``; nothing was stored."""
+
+    def __init__(self, message: str, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 # --- the run failed -----------------------------------------------------------------------------
@@ -294,13 +316,15 @@ class ApiError(TurnstreamError):
     it into ``{"error": code, "message": …, "detail"?: […]}`` with its status."""
 
     def __init__(self, status: int, code: str, message: str, detail: list[dict[str, Any]] | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, extra: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.detail = detail
         self.headers = headers
+        self.extra = extra
+        """More fields of the body (an edit conflict's current ``cell``)."""
 
 
 class SimulatedFault(TurnstreamError):
@@ -311,6 +335,8 @@ __all__ = [
     "AlreadyExists",
     "ApiError",
     "CalculatorError",
+    "EditConflict",
+    "FileTooLarge",
     "InvalidValue",
     "KernelError",
     "MissingExtraError",

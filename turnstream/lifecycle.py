@@ -23,7 +23,7 @@ from ``awaiting_client`` with ``claim_turn``) and nobody else drives it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .blocks import Block, ToolResultBlock, ToolUseBlock, Turn, TurnStatus, TurnStopReason, Usage
 from .errors import InvalidValue, NotFound, SeqConflictError, StoreWriteError, TurnNotWaiting, TurnTakenOver
@@ -148,12 +148,13 @@ class TurnRecorder:
         return [b for b in self.blocks if isinstance(b, ToolUseBlock) and b.tool_use_id not in answered]
 
     async def close_out(self, reason: str, status: TurnStatus, error: ErrorEvent | None = None, *,
-                        steps: int | None = None) -> Turn:
-        """End the turn abnormally with a valid transcript: ``reason`` answers every
-        unanswered call (``is_error``), ``error`` is written if given, then ``turn_complete``
-        with ``status`` and stop reason ``cancelled`` (for a cancel) or ``error``."""
+                        steps: int | None = None, notes: Mapping[str, str] | None = None) -> Turn:
+        """End the turn abnormally with a valid transcript: ``reason`` (or the call's own entry
+        in ``notes``, by tool_use_id) answers every unanswered call (``is_error``), ``error`` is
+        written if given, then ``turn_complete`` with ``status`` and stop reason ``cancelled``
+        (for a cancel) or ``error``."""
         for call in self.unanswered():
-            await self.add_result(call, reason, True)
+            await self.add_result(call, (notes or {}).get(call.tool_use_id, reason), True)
         if error is not None:
             self.error = error.message
             await self.emit(error)

@@ -113,6 +113,7 @@ class TurnRunner:
         self._final_step = False
         self._max_tokens = config.limits.max_tokens
         self._current: Assembler | None = None
+        self._executor: ToolExecutor | None = None
         self._abandon = False
         self.taken_over = False
         """Another process took this turn over while this runner drove it: it wrote nothing
@@ -277,8 +278,9 @@ class TurnRunner:
     async def _drive(self, prelude: Callable[[ToolExecutor], Awaitable[bool]]) -> Turn:
         """Run the loop after ``prelude`` (which loads what the turn needs, and may run the
         calls it resumes; True when the turn then waits for the client)."""
-        executor = ToolExecutor(self._tools, max_result_chars=self.config.limits.max_result_chars,
-                                approver=self.config.approver, deps=self.config.deps, on_start=self._record_starts)
+        executor = self._executor = ToolExecutor(
+            self._tools, max_result_chars=self.config.limits.max_result_chars, approver=self.config.approver,
+            deps=self.config.deps, on_start=self._record_starts)
         try:
             if await prelude(executor):
                 return await self._finish("awaiting_client", "awaiting_client")
@@ -554,7 +556,8 @@ class TurnRunner:
                 assert stop.block is not None
                 rec.blocks.append(stop.block)
                 await rec.emit(stop)
-        return await rec.close_out(reason, status, err, steps=self._step)
+        notes = self._executor.cancel_notes if self._executor is not None else None
+        return await rec.close_out(reason, status, err, steps=self._step, notes=notes)
 
     async def _finish(self, status: TurnStatus, stop_reason: TurnStopReason) -> Turn:
         return await self._r.finish(status, stop_reason, steps=self._step)

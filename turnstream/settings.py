@@ -195,6 +195,10 @@ SETTINGS: tuple[Setting, ...] = (
             "(default 900), or off", _seconds_or_off),
     Setting("kernel_memory_mb", "TURNSTREAM_KERNEL_MEMORY_MB", "memory of one notebook kernel, in MiB "
             "(default 2048)", _positive_int),
+    Setting("notebook_file_mb", "TURNSTREAM_NOTEBOOK_FILE_MB", "largest data file one may upload to a notebook, "
+            "in MiB (default 25)", _positive_int),
+    Setting("notebook_files_mb", "TURNSTREAM_NOTEBOOK_FILES_MB", "all the data files of one notebook together, "
+            "in MiB (default 100)", _positive_int),
     Setting("home", "TURNSTREAM_HOME", "where the terminal chat keeps its history (default: "
             "$XDG_DATA_HOME/turnstream)", _path, None, ("chat",)),
     Setting("root", "TURNSTREAM_ROOT", "the folder the chat's file tools may read", _path, "--root", ("chat",)),
@@ -237,6 +241,9 @@ class Settings:
     """None: the notebook's default (``notebook/config.py``); 0: no idle stop."""
     kernel_memory_mb: int | None = None
     """None: the notebook's default (``notebook/config.py``)."""
+    notebook_file_mb: int | None = None
+    """None: the notebook's default (``notebook/config.py``, ``FileLimits``)."""
+    notebook_files_mb: int | None = None
     takeover: str = "continue"
     shutdown_grace: float = 30.0
     home: Path | None = None

@@ -28,7 +28,7 @@ from turnstream.blocks import (
     Turn,
     Usage,
 )
-from turnstream.errors import AlreadyExists, TurnTakenOver, UserExists
+from turnstream.errors import AlreadyExists, FileTooLarge, NotFound, TurnTakenOver, UserExists
 from turnstream.store import SeqConflictError, Store, StoredEvent, TurnConflictError
 from turnstream.store.keys import hash_key
 from turnstream.store.protocol import ToolCallStart
@@ -549,6 +549,14 @@ async def test_a_closed_runner_is_dead_at_once_and_its_turns_are_adopted_once(st
 
 
 @pytest.mark.durable
+async def test_runner_alive_follows_a_peer_store_being_open(store: Store, backend: Backend) -> None:
+    async with backend.opened(runner_id="run_notebook_peer") as peer:
+        assert await store.runner_alive("run_notebook_peer") is True
+        assert await peer.runner_alive(store.runner_id) is True
+    assert await store.runner_alive("run_notebook_peer") is False
+
+
+@pytest.mark.durable
 async def test_a_silent_runner_counts_as_dead_only_with_stale_after(store: Store, backend: Backend) -> None:
     async with backend.opened() as peer:
         await new_turn(peer)
@@ -627,7 +635,7 @@ async def test_migrations_are_recorded_once_and_reopening_is_harmless(store: Sto
         async with backend.opened():
             pass
     rows = await backend.sql("SELECT version, name FROM schema_migrations ORDER BY version")
-    assert rows == [(1, "initial"), (2, "liveness_and_tool_calls")]
+    assert rows == [(1, "initial"), (2, "liveness_and_tool_calls"), (3, "notebook_files")]
     assert await store.get_turn(t.id) is not None
 
 
@@ -659,6 +667,36 @@ async def test_notebooks_are_saved_with_rising_versions(store: Store) -> None:
     other = await store.create_session("usr_1")
     assert await store.save_notebook(other.id, {"version": 7}) == 1  # the store's version, not the document's
     assert await store.load_notebook(other.id) == {"version": 1}
+
+
+async def test_notebook_files_are_kept_whole_replaced_by_name_and_capped(store: Store) -> None:
+    session = await store.create_session("usr_1")
+    assert await store.notebook_files(session.id) == []
+    data = bytes(range(256)) * 4  # every byte value, NUL included
+    first = await store.put_notebook_file(session.id, "b.parquet", data, {"format": "parquet"}, max_total=2000)
+    assert (first.name, first.size, first.info) == ("b.parquet", 1024, {"format": "parquet"})
+    await store.put_notebook_file(session.id, "a.csv", b"x\n1\n", {"rows": 1}, max_total=2000)
+    listed = await store.notebook_files(session.id)
+    assert [(f.name, f.size) for f in listed] == [("a.csv", 4), ("b.parquet", 1024)]
+    assert listed[1].sha256 == first.sha256 and len(first.sha256) == 64
+    assert await store.notebook_file_data(session.id, "b.parquet") == data
+    # Replacing a file counts its new size, not both; passing the total stores nothing.
+    await store.put_notebook_file(session.id, "b.parquet", data + data[:900], {}, max_total=2000)
+    with pytest.raises(FileTooLarge):
+        await store.put_notebook_file(session.id, "c.json", b"[]" * 60, {}, max_total=2000)
+    assert [f.name for f in await store.notebook_files(session.id)] == ["a.csv", "b.parquet"]
+    assert await store.delete_notebook_file(session.id, "a.csv") is True
+    assert await store.delete_notebook_file(session.id, "a.csv") is False
+    assert await store.notebook_file_data(session.id, "a.csv") is None
+    with pytest.raises(NotFound):
+        await store.put_notebook_file("no-such-session", "a.csv", b"x", {})
+    assert await store.delete_session(session.id)
+    assert await store.notebook_files(session.id) == []
+
+
+async def test_this_runner_is_alive_and_an_unknown_one_is_not(store: Store) -> None:
+    assert await store.runner_alive(store.runner_id) is True
+    assert await store.runner_alive("run_never_was") is False
 
 
 # round trips ---------------------------------------------------------------

@@ -10,7 +10,8 @@ import turnstream
 import turnstream.errors
 
 ERRORS = {
-    "AlreadyExists", "ApiError", "CalculatorError", "InvalidValue", "KernelError", "MissingExtraError",
+    "AlreadyExists", "ApiError", "CalculatorError", "EditConflict", "FileTooLarge", "InvalidValue", "KernelError",
+    "MissingExtraError",
     "NotATextFileError", "NotFound", "OutputTooLarge", "Overloaded", "PathOutsideRootError", "ProviderError",
     "ProviderProtocolError", "ProviderStatusError", "ProviderStreamError", "Refused", "RemoteError",
     "RemoteStreamBroken", "RunError", "SandboxUnavailable", "SeqConflictError", "ServerError", "ShuttingDown",

@@ -35,7 +35,8 @@ def test_every_variable_is_read() -> None:
            "TURNSTREAM_SCENARIO_DIR": "/tmp", "TURNSTREAM_TAKEOVER": "interrupt", "TURNSTREAM_SHUTDOWN_GRACE": "5",
            "TURNSTREAM_NOTEBOOK_SANDBOX": "off", "TURNSTREAM_NOTEBOOK_NETWORK": "on", "TURNSTREAM_MAX_KERNELS": "4",
            "TURNSTREAM_KERNEL_IDLE_TIMEOUT": "off", "TURNSTREAM_KERNEL_MEMORY_MB": "1024",
-           "TURNSTREAM_TOOLS": "my.tools:TOOLS", "TURNSTREAM_TITLE_MODEL": "openai:small"}
+           "TURNSTREAM_TOOLS": "my.tools:TOOLS", "TURNSTREAM_TITLE_MODEL": "openai:small",
+           "TURNSTREAM_NOTEBOOK_FILE_MB": "8", "TURNSTREAM_NOTEBOOK_FILES_MB": "64"}
     assert {s.env for s in SETTINGS} == set(env)
     s = Settings.from_env(env)
     assert s.db.kind == "memory" and s.model == "openai:x" and s.host == "0.0.0.0" and s.port == 9000
@@ -47,6 +48,7 @@ def test_every_variable_is_read() -> None:
     assert (s.takeover, s.shutdown_grace, s.tools) == ("interrupt", 5.0, "my.tools:TOOLS")
     assert (s.notebook_sandbox, s.notebook_network, s.max_kernels, s.kernel_idle_timeout, s.kernel_memory_mb) == (
         False, True, 4, 0.0, 1024)
+    assert (s.notebook_file_mb, s.notebook_files_mb) == (8, 64)
     assert "ts_secret" not in repr(s)
 
 

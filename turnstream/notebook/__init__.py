@@ -7,11 +7,14 @@ docs/security.md says what that protects against.
 """
 
 from ..errors import KernelError, SandboxUnavailable, UnknownCellError
-from .config import KernelLimits, PoolLimits, SandboxConfig, default_max_kernels
+from .config import FileLimits, KernelLimits, PoolLimits, SandboxConfig, default_max_kernels
+from .files import FileInfo
 from .graph import CellNames, Graph, analyze, stale_cells
 from .kernel import ExecResult, Kernel
-from .manager import ChangeListener, InMemoryNotebooks, NotebookManager, NotebookPersistence, RunReport
+from .manager import ChangeListener, NotebookManager
 from .model import Cell, CellStatus, Language, Notebook, Output
+from .persistence import InMemoryNotebooks, NotebookPersistence
+from .running import RunReport
 from .status import SandboxStatus
 
 __all__ = [
@@ -20,6 +23,8 @@ __all__ = [
     "CellStatus",
     "ChangeListener",
     "ExecResult",
+    "FileInfo",
+    "FileLimits",
     "Graph",
     "InMemoryNotebooks",
     "Kernel",

@@ -14,31 +14,45 @@ Protocol (one JSON object per line; the child owns private copies of the origina
 stdout, and fds 0/1 are pointed elsewhere so user code can neither read nor corrupt them):
 
 * child → parent at start: ``{"op": "ready", "pid": int}``
-* parent → child: ``{"id": n, "op": "run", "language": "python"|"sql", "code": str,
-  "filename": str, "result_name": str|null}`` or ``{"id": n, "op": "ping"}``
+* parent → child, each answered by one reply line in order:
+  ``{"id": n, "op": "run", "language": "python"|"sql", "code": str, "filename": str,
+  "result_name": str|null, "load": [{"name", "file", "format", "sha"}]}`` (``load``: data
+  files to read into the namespace first, see ``files.py``), ``{"id": n, "op": "put_file",
+  "name": str, "data": base64}``, ``{"id": n, "op": "remove_file", "name": str}``,
+  ``{"id": n, "op": "ping"}``.
+* parent → child, never answered: ``{"op": "interrupt", "id": n}``: stop run ``n`` (a
+  ``KeyboardInterrupt`` in the cell, which ends it with an error output). A reader thread takes
+  it while the main thread runs the cell; one that comes before its run starts stops it at once.
 * child → parent: ``{"id": n, "status": "success"|"error", "outputs": [output, ...]}``
   with outputs as described in ``model``.
+
+Why one module of this size: it is the program that runs inside the sandbox, loaded by path
+with only the standard library and its two siblings; every file more is one more bind into
+every sandbox, and the protocol, the namespace and the reader thread share its state.
 """
 
 from __future__ import annotations
 
 import ast
+import base64
 import contextlib
 import importlib.util
 import io
 import json
 import linecache
 import os
+import queue
 import resource
 import signal
 import site
 import sys
+import threading
 import traceback
 from types import ModuleType, TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from . import sqltext
+    from . import files, sqltext
 else:
 
     def _load_sibling(name: str) -> ModuleType:
@@ -50,8 +64,8 @@ else:
         spec.loader.exec_module(module)
         return module
 
-    sqltext = _load_sibling("sqltext") if not __package__ else importlib.import_module(
-        f"{__package__}.sqltext")
+    sqltext, files = (_load_sibling(n) if not __package__ else importlib.import_module(f"{__package__}.{n}")
+                      for n in ("sqltext", "files"))
 
 MAX_STREAM_CHARS = 20_000
 MAX_REPR_CHARS = 10_000
@@ -78,6 +92,51 @@ def _trim(text: str, limit: int) -> str:
     return f"{text[:head]}\n… [{len(text) - limit} characters cut] …\n{text[-tail:]}"
 
 
+class Control:
+    """What the reader thread and the main thread share: which run is under way, which runs
+    were interrupted, whether user code runs now (only then does SIGINT raise)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.current: Any = None
+        """The id of the run in progress, or None."""
+        self.stopped: set[Any] = set()
+        """Ids of runs interrupted before they started."""
+        self.user_code = False
+        self.main = threading.main_thread().ident
+
+    def interrupt(self, run_id: Any) -> None:
+        with self.lock:
+            if run_id is not None and run_id == self.current:
+                assert self.main is not None
+                signal.pthread_kill(self.main, signal.SIGINT)  # wakes a sleeping cell too
+            else:
+                self.stopped.add(run_id)
+
+    def begin(self, run_id: Any) -> bool:
+        """Mark ``run_id`` as started; False when it was interrupted already."""
+        with self.lock:
+            self.current = run_id
+            return run_id not in self.stopped
+
+    def end(self) -> None:
+        with self.lock:
+            self.current = None
+            self.stopped.clear()  # ids only rise: an older one can never start again
+
+    def on_sigint(self, signum: int, frame: Any) -> None:
+        if self.user_code:
+            raise KeyboardInterrupt
+
+
+CONTROL = Control()
+
+
+def interrupted_error() -> dict[str, Any]:
+    return {"type": "error", "ename": "KeyboardInterrupt", "evalue": "interrupted before it started",
+            "traceback": ""}
+
+
 class Runner:
     """Holds the namespace (and a DuckDB connection, once a SQL cell needs one)."""
 
@@ -86,6 +145,8 @@ class Runner:
         self.memory_bytes = memory_bytes
         self.threads = threads
         self._duck: Any = None
+        self.loaded: dict[str, tuple[str, Any]] = {}
+        """Variable -> (sha256 of the file, the object read from it)."""
 
     def run(self, msg: dict[str, Any]) -> dict[str, Any]:
         out, err = io.StringIO(), io.StringIO()
@@ -93,12 +154,18 @@ class Runner:
         status = "success"
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                if msg.get("language") == "sql":
-                    value = self._run_sql(msg["code"], msg.get("result_name"))
-                else:
-                    value = self._run_python(msg["code"], msg.get("filename") or "<cell>")
-            result = self._display(value)
+                CONTROL.user_code = True
+                try:
+                    self._load(msg.get("load") or [])
+                    if msg.get("language") == "sql":
+                        value = self._run_sql(msg["code"], msg.get("result_name"))
+                    else:
+                        value = self._run_python(msg["code"], msg.get("filename") or "<cell>")
+                    result = self._display(value)
+                finally:
+                    CONTROL.user_code = False
         except BaseException as exc:  # the cell failed; the kernel keeps going
+            CONTROL.user_code = False
             status = "error"
             result = self._error(exc)
         for name, buf in (("stdout", out), ("stderr", err)):
@@ -108,6 +175,29 @@ class Runner:
         if result is not None:
             outputs.append(result)
         return {"status": status, "outputs": outputs}
+
+    def _load(self, specs: list[dict[str, Any]]) -> None:
+        """Read the data files the cell uses into the namespace: once, and again only when the
+        file changed and the name still holds what was read from the old one."""
+        for spec in specs:
+            name, sha = spec["name"], spec["sha"]
+            had = self.loaded.get(name)
+            if name in self.ns and (had is None or had[0] == sha or self.ns[name] is not had[1]):
+                continue
+            import pandas as pd
+
+            env: dict[str, Any] = {"pd": pd}
+            if spec["format"] == "parquet":
+                import duckdb
+
+                env["duckdb"] = duckdb
+            try:
+                value = eval(files.load_expr(spec["format"], spec["file"]), env)
+            except Exception as exc:
+                exc.add_note(f"(while reading the data file {spec['file']} as {name})")
+                raise
+            self.ns[name] = value
+            self.loaded[name] = (sha, value)
 
     def _run_python(self, code: str, filename: str) -> Any:
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
@@ -268,6 +358,62 @@ def _error_reply(msg_id: Any, ename: str, evalue: str) -> bytes:
     return json.dumps(reply).encode() + b"\n"
 
 
+def _put_file(msg: dict[str, Any]) -> dict[str, Any]:
+    """Write a data file into the working directory, read-only (its durable copy is the server's)."""
+    name = str(msg["name"])
+    files.check_name(name)
+    tmp = f".{name}.part"
+    with contextlib.suppress(FileNotFoundError):
+        os.chmod(name, 0o600)
+    with open(tmp, "wb") as f:
+        f.write(base64.b64decode(msg["data"]))
+    os.chmod(tmp, 0o444)
+    os.replace(tmp, name)
+    return {"status": "success", "outputs": []}
+
+
+def _remove_file(msg: dict[str, Any]) -> dict[str, Any]:
+    name = str(msg["name"])
+    files.check_name(name)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(name)
+    return {"status": "success", "outputs": []}
+
+
+def _read_messages(proto_in: IO[bytes], inbox: queue.Queue[dict[str, Any] | None]) -> None:
+    """The reader thread: interrupts act at once, everything else waits its turn in ``inbox``."""
+    try:
+        for raw in proto_in:
+            msg = json.loads(raw)
+            if msg.get("op") == "interrupt":
+                CONTROL.interrupt(msg.get("id"))
+            else:
+                inbox.put(msg)
+    finally:
+        inbox.put(None)
+
+
+def _handle(runner: Runner, msg: dict[str, Any]) -> dict[str, Any]:
+    op = msg.get("op")
+    try:
+        if op == "run":
+            if not CONTROL.begin(msg.get("id")):
+                return {"status": "error", "outputs": [interrupted_error()]}
+            try:
+                return runner.run(msg)
+            except KeyboardInterrupt:  # came between the cell's end and here
+                return {"status": "error", "outputs": [interrupted_error()]}
+            finally:
+                CONTROL.end()
+        if op == "put_file":
+            return _put_file(msg)
+        if op == "remove_file":
+            return _remove_file(msg)
+    except Exception as exc:
+        return {"status": "error", "outputs": [runner._error(exc)]}
+    return {"status": "success", "outputs": []}
+
+
 def main(argv: list[str]) -> int:
     config: dict[str, Any] = json.loads(argv[0]) if argv else {}
     # kill(-1) is safe only in the sandbox's own PID namespace, where this process's parent is
@@ -278,12 +424,14 @@ def main(argv: list[str]) -> int:
     _limit(config.get("memory"), config.get("processes") if sandboxed else None)
     for path in config.get("site") or ():
         site.addsitedir(path)
+    signal.signal(signal.SIGINT, CONTROL.on_sigint)
     proto_in, proto_out = _private_pipes()
     runner = Runner(config.get("memory"), config.get("threads"))
+    inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    threading.Thread(target=_read_messages, args=(proto_in, inbox), daemon=True, name="protocol").start()
     _send(proto_out, {"op": "ready", "pid": os.getpid()})
-    for raw in proto_in:
-        msg = json.loads(raw)
-        reply = runner.run(msg) if msg.get("op") == "run" else {"status": "success", "outputs": []}
+    while (msg := inbox.get()) is not None:
+        reply = _handle(runner, msg)
         if sandboxed:
             _end_strays()
         reply["id"] = msg.get("id")

@@ -8,6 +8,7 @@ Nothing in ``turnstream.notebook`` reads the environment: the server builds thes
   they may use the network.
 * ``PoolLimits``: what all the kernels of one manager may use together (how many run at
   once, how long an idle one lives).
+* ``FileLimits``: how large a notebook's data files may be, one and all together.
 """
 
 from __future__ import annotations
@@ -43,6 +44,20 @@ class KernelLimits:
     """Largest reply (all outputs of one cell, as JSON) the server reads from a kernel."""
     start_timeout: float = 30.0
     """Seconds to wait for a new kernel to say it is ready."""
+    interrupt_grace: float = 2.0
+    """Seconds an interrupted cell has to stop (a ``KeyboardInterrupt``) before the kernel is
+    killed and restarted instead."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileLimits:
+    """Limits on a notebook's data files (uploads)."""
+
+    file_bytes: int = 25 * MiB
+    """Largest data file."""
+    total_bytes: int = 100 * MiB
+    """All the data files of one notebook together. They are also written into the kernel's
+    working directory, so keep this well below ``KernelLimits.workdir_bytes``."""
 
 
 SandboxMode = Literal["bubblewrap", "off"]

@@ -8,18 +8,29 @@ cancelled, the tree is killed; the next run starts a fresh child (``generation``
 every variable is gone). A reply larger than ``KernelLimits.output_bytes`` is not read: the
 kernel is killed instead, so a cell cannot fill the server's memory.
 
+``interrupt()`` asks the child to stop the run in progress (a ``KeyboardInterrupt`` in the
+cell; the namespace survives); ``kill_run()`` is the fallback for a cell that does not stop:
+the tree is killed and the run ends as interrupted, with the kernel restarted.
+
 A ``KernelPool`` (the manager's) may stop an idle kernel from another thread: it takes the
 channel away under ``_state_lock`` and only while nothing uses the kernel.
+
+An unsandboxed kernel with no ``cwd`` of its own gets a private temporary working directory,
+removed with the child, as a sandboxed one gets its tmpfs: the data files of the notebook are
+written there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
 import select
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -45,10 +56,17 @@ class ExecResult:
     """The child was lost during this run (time limit, cancel, crash): its namespace is gone."""
 
 
+def interrupted_output(evalue: str) -> Output:
+    """The error output of a run that was interrupted."""
+    err = error_output("KeyboardInterrupt", evalue)
+    err["interrupted"] = True
+    return err
+
+
 class _Channel:
     """The parent's end of one child's pipes. Closed by whoever finishes last with it."""
 
-    def __init__(self, process: KernelProcess, max_line: int) -> None:
+    def __init__(self, process: KernelProcess, max_line: int, workdir: str | None = None) -> None:
         proc = process.proc
         assert proc.stdin is not None and proc.stdout is not None
         self.process = process
@@ -58,8 +76,17 @@ class _Channel:
         self._stdout = proc.stdout
         self._buf = bytearray()
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
         self._busy = False
         self._closing = False
+        self.workdir = workdir
+        """A private working directory this channel's child had (removed with it)."""
+
+    def send(self, msg: dict[str, Any]) -> None:
+        """Write one message without waiting for a reply (an interrupt). OSError once closed."""
+        with self._write_lock:
+            self._stdin.write(json.dumps(msg).encode() + b"\n")
+            self._stdin.flush()
 
     def exchange(self, msg: dict[str, Any] | None, deadline: float) -> dict[str, Any]:
         """Send ``msg`` (if any) and wait for the next line. TimeoutError, EOFError, OSError,
@@ -70,8 +97,7 @@ class _Channel:
             self._busy = True
         try:
             if msg is not None:
-                self._stdin.write(json.dumps(msg).encode() + b"\n")
-                self._stdin.flush()
+                self.send(msg)
             return cast(dict[str, Any], json.loads(self._read_line(deadline)))
         finally:
             with self._lock:
@@ -107,6 +133,8 @@ class _Channel:
             self._closing = True
             if not self._busy:
                 self._close_files()
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
         return code
 
     def _close_files(self) -> None:
@@ -132,6 +160,12 @@ class Kernel:
         self._state_lock = threading.Lock()
         self._lock = asyncio.Lock()
         self._seq = 0
+        self._running: int | None = None
+        """The id of the run in progress."""
+        self._asked: int | None = None
+        """The id of the last run ``interrupt`` asked to stop."""
+        self._stopping: int | None = None
+        """The id of a run ``kill_run`` ended."""
         self.last_start_seconds: float | None = None
 
     @property
@@ -169,11 +203,20 @@ class Kernel:
 
     def _spawn(self) -> _Channel:
         started = time.monotonic()
+        workdir = None
+        if self.sandbox.mode == "off" and self.cwd is None:
+            workdir = tempfile.mkdtemp(prefix="turnstream-kernel-")
         try:
-            process = launch(self.limits, self.sandbox, python=self.python, cwd=self.cwd)
+            process = launch(self.limits, self.sandbox, python=self.python, cwd=self.cwd or workdir)
         except OSError as exc:
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
             raise KernelError(f"the notebook kernel did not start: {exc}") from exc
-        channel = _Channel(process, self.limits.output_bytes)
+        except BaseException:
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        channel = _Channel(process, self.limits.output_bytes, workdir)
         try:
             hello = channel.exchange(None, started + self.limits.start_timeout)
         except (TimeoutError, EOFError, OSError, ValueError) as exc:
@@ -196,17 +239,20 @@ class Kernel:
 
     async def execute(self, code: str, language: Literal["python", "sql"] = "python", *,
                       filename: str = "<cell>", result_name: str | None = None,
-                      time_limit: float | None = None) -> ExecResult:
-        """Run one cell. Never raises for the cell's own failures; KernelError (SandboxUnavailable
-        among them) if no child starts."""
+                      time_limit: float | None = None, load: list[dict[str, str]] | None = None) -> ExecResult:
+        """Run one cell (after reading the data files in ``load``, see ``child.py``). Never
+        raises for the cell's own failures; KernelError (SandboxUnavailable among them) if no
+        child starts. Cancelling it kills the kernel; to stop a run and keep the namespace,
+        ``interrupt()`` it instead."""
         limit = self.limits.time_limit if time_limit is None else time_limit
         async with self._lock:
             await self._ensure_started(time.monotonic() + max(limit, self.limits.start_timeout))
             channel = self._channel
             assert channel is not None
             self._seq += 1
-            msg = {"id": self._seq, "op": "run", "language": language, "code": code,
-                   "filename": filename, "result_name": result_name}
+            seq = self._running = self._seq
+            msg = {"id": seq, "op": "run", "language": language, "code": code,
+                   "filename": filename, "result_name": result_name, "load": load or []}
             started = time.monotonic()
             try:
                 # On cancel the await ends at once; the thread's read ends when the kernel is killed.
@@ -233,12 +279,69 @@ class Kernel:
                     time.monotonic() - started, restarted=True)
             except (EOFError, OSError, ValueError) as exc:
                 code_ = await self._lose(channel)
+                if self._stopping == seq:
+                    return ExecResult("error", [interrupted_output(
+                        "It did not stop when interrupted, so the kernel was restarted and every variable is "
+                        "gone; run the cells it needs again.")], time.monotonic() - started, restarted=True)
                 return ExecResult("error", [error_output("KernelDied", self._death_note(channel, code_, exc))],
                                   time.monotonic() - started, restarted=True)
+            finally:
+                self._running = None
             duration = time.monotonic() - started
         status: Literal["success", "error"] = "success" if reply.get("status") == "success" else "error"
         outputs = cast(list[Output], reply.get("outputs") or [])
+        if self._asked == seq:
+            for out in outputs:
+                if out["type"] == "error" and out["ename"] == "KeyboardInterrupt":
+                    out["interrupted"] = True
         return ExecResult(status, outputs, duration)
+
+    async def interrupt(self) -> bool:
+        """Ask the child to stop the run in progress (a KeyboardInterrupt in the cell). False
+        when nothing runs. Returns once the request is written, not when the run ends."""
+        channel, seq = self._channel, self._running
+        if channel is None or seq is None:
+            return False
+        self._asked = seq
+        try:
+            await asyncio.wait_for(asyncio.to_thread(channel.send, {"op": "interrupt", "id": seq}), 1.0)
+        except (OSError, ValueError, TimeoutError):
+            return False  # the child is gone or does not read: kill_run is what is left
+        return True
+
+    async def kill_run(self) -> None:
+        """End the run in progress by killing the kernel (it returns as interrupted)."""
+        channel, seq = self._channel, self._running
+        if channel is None or seq is None:
+            return
+        self._stopping = seq
+        await self._lose(channel)
+
+    async def put_file(self, name: str, data: bytes) -> None:
+        """Write a data file into the kernel's working directory (read-only), starting it if needed."""
+        await self._request({"op": "put_file", "name": name, "data": base64.b64encode(data).decode()})
+
+    async def remove_file(self, name: str) -> None:
+        await self._request({"op": "remove_file", "name": name})
+
+    async def _request(self, msg: dict[str, Any]) -> None:
+        async with self._lock:
+            await self._ensure_started(time.monotonic() + self.limits.start_timeout)
+            channel = self._channel
+            assert channel is not None
+            self._seq += 1
+            try:
+                reply = await asyncio.to_thread(channel.exchange, {**msg, "id": self._seq},
+                                                time.monotonic() + self.limits.start_timeout)
+            except asyncio.CancelledError:
+                await self._lose(channel)
+                raise
+            except (TimeoutError, EOFError, OSError, ValueError) as exc:
+                await self._lose(channel)
+                raise KernelError(f"the kernel failed on {msg['op']}: {exc!r}") from exc
+        if reply.get("status") != "success":
+            outs = reply.get("outputs") or [{}]
+            raise KernelError(f"the kernel could not {msg['op']} {msg.get('name')}: {outs[0].get('evalue')}")
 
     def _death_note(self, channel: _Channel, code: int | None, exc: BaseException) -> str:
         group = channel.process.group

@@ -1,29 +1,48 @@
 """``NotebookManager``: every session's notebook and kernel in this process.
 
-Each change is saved through a ``NotebookPersistence`` (the store's ``load_notebook`` /
-``save_notebook``; sync or async both work) and then passed to the ``on_change`` listener,
-which the server broadcasts over the session's WebSocket. Messages:
+The assistant (the notebook toolset) and the user (the server's notebook routes) edit and run
+the same notebook through this one object. Each change is saved through a
+``NotebookPersistence`` (the store's ``load_notebook`` / ``save_notebook``; sync or async both
+work) and then passed to the ``on_change`` listener, which the server broadcasts over the
+session's WebSocket. Messages:
 
 * After every change::
 
       {"type": "notebook", "session_id": str, "version": int,
-       "change": "cell_created" | "cell_updated" | "cell_deleted" | "cell_status" | "cell_output",
+       "change": "cell_created" | "cell_updated" | "cell_moved" | "cell_deleted" | "cell_status"
+                 | "cell_output",
        "cell": {...}}
 
   ``cell`` is the whole cell (``Cell.to_dict()``: id, code, language, status, outputs,
-  execution_count, blocked_by) except for ``cell_deleted``, where it is ``{"id": ...}``.
-  ``cell_created`` also carries ``"index"`` (its position). ``cell_status`` reports
-  ``running`` and ``blocked``; ``cell_output`` reports the end of a run (status and outputs).
-  ``version`` is what ``save_notebook`` returned and rises with every change.
+  execution_count, blocked_by, edited_by) except for ``cell_deleted``, where it is
+  ``{"id": ...}``. ``cell_created`` and ``cell_moved`` also carry ``"index"`` (its position).
+  ``cell_status`` reports ``running`` and ``blocked``; ``cell_output`` reports the end of a run
+  (status and outputs). ``version`` is what ``save_notebook`` returned and rises with every
+  change.
+* After the data files changed: ``{"type": "notebook_files", "session_id": str, "files": [...]}``
+  (``FileInfo.to_dict()`` each).
 * The full state, from ``state()`` (for a client that just connected, and the model)::
 
       {"type": "notebook_state", "session_id": str, "version": int,
        "cells": [{...cell, "stale": bool, "defines": [...], "uses": [...], "depends_on": [...]}],
+       "files": [...],
        "sandbox": {"mode": "bubblewrap" | "off" | "unavailable", "network": bool,
                    "limits": str, "warning": str | null}}
 
   ``sandbox.warning`` is set when cells run without a sandbox, or cannot run at all (it says
   why and what to do); the page shows it.
+
+Editing rules (docs/notebook.md): every edit applies at once and is broadcast; an edit that
+names ``base_code`` (the code its author started from) is refused with ``EditConflict`` when
+the cell's code is no longer that, so a user's edit never silently overwrites the assistant's
+or another tab's. The assistant's edits carry no base: they apply, and ``replaced_unseen``
+tells the toolset when it replaced code the assistant never read.
+
+Interrupts: ``interrupt()`` stops a run of this process (a ``KeyboardInterrupt`` in the cell;
+after ``KernelLimits.interrupt_grace`` seconds the kernel is killed instead). A run whose
+caller is cancelled (a cancelled turn, a tool's deadline) is interrupted the same way before
+the cancellation goes on, so no cell stays ``running``; a cell a dead process left ``running``
+is shown as interrupted when the notebook is next loaded.
 
 Kernels are sandboxed (``SandboxConfig``), limited one by one (``KernelLimits``) and together
 (``PoolLimits``: a cap on live kernels, idle ones stopped). A stopped kernel's notebook keeps
@@ -33,86 +52,29 @@ its cells and outputs; its next run starts a fresh kernel and re-runs what it ne
 from __future__ import annotations
 
 import asyncio
-import inspect
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
-from ..errors import KernelError
-from . import sqltext
-from .config import KernelLimits, PoolLimits, SandboxConfig
+from ..aio import shielded
+from ..errors import EditConflict, InvalidValue
+from .config import FileLimits, KernelLimits, PoolLimits, SandboxConfig
+from .datafiles import DataFiles, users_of
+from .files import FileInfo
 from .graph import Graph, stale_cells
-from .kernel import ExecResult, Kernel
-from .model import LANGUAGES, Cell, Language, Notebook, error_output, new_cell_id
+from .kernel import Kernel, interrupted_output
+from .model import LANGUAGES, Cell, Editor, Language, Notebook, code_hash, new_cell_id
+from .persistence import FileStore, InMemoryNotebooks, NotebookPersistence, resolve
 from .pool import KernelPool
+from .running import Entry, RunReport, Runs
 from .status import SandboxStatus, probe_sandbox
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 ChangeListener = Callable[[str, dict[str, Any]], Awaitable[None]]
-
-
-class NotebookPersistence(Protocol):
-    """Where notebook documents live. A ``Store`` with these two methods satisfies it."""
-
-    def load_notebook(self, session_id: str) -> dict[str, Any] | Awaitable[dict[str, Any] | None] | None:
-        """The saved document, or None when the session has no notebook yet."""
-        ...
-
-    def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int | Awaitable[int]:
-        """Save the whole document; return its new version number."""
-        ...
-
-
-class InMemoryNotebooks:
-    """``NotebookPersistence`` in a dict (JSON round-tripped, so a non-JSON doc fails loudly)."""
-
-    def __init__(self) -> None:
-        self.docs: dict[str, str] = {}
-        self.versions: dict[str, int] = {}
-
-    def load_notebook(self, session_id: str) -> dict[str, Any] | None:
-        raw = self.docs.get(session_id)
-        return None if raw is None else dict(json.loads(raw))
-
-    def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:
-        version = self.versions.get(session_id, 0) + 1
-        self.docs[session_id] = json.dumps({**doc, "version": version})
-        self.versions[session_id] = version
-        return version
-
-
-async def _resolve(value: T | Awaitable[T]) -> T:
-    if inspect.isawaitable(value):
-        return await value
-    return value
-
-
-@dataclass(slots=True)
-class RunReport:
-    """What ``run_cell`` did: the target's final state and which upstream cells ran."""
-
-    cell: dict[str, Any]
-    ran_upstream: list[str] = field(default_factory=list)
-    blocked: list[str] = field(default_factory=list)
-    """Cells (upstream or the target) that were not run because an upstream cell failed."""
-    duration: float = 0.0
-
-    @property
-    def status(self) -> str:
-        return str(self.cell["status"])
-
-
-@dataclass(slots=True)
-class _Entry:
-    notebook: Notebook
-    kernel: Kernel
-    run_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    commit_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+DEAD_RUN = ("The server process running this cell stopped before the run finished, so it never "
+            "ended. Run it again.")
 
 
 class NotebookManager:
@@ -121,7 +83,7 @@ class NotebookManager:
     def __init__(self, persistence: NotebookPersistence | None = None,
                  on_change: ChangeListener | None = None, *, limits: KernelLimits | None = None,
                  sandbox: SandboxConfig | None = None, pool: PoolLimits | None = None,
-                 cwd: str | None = None) -> None:
+                 files: FileLimits | None = None, cwd: str | None = None) -> None:
         self.persistence = persistence
         self.on_change = on_change
         self.limits = limits or KernelLimits()
@@ -129,7 +91,12 @@ class NotebookManager:
         self.cwd = cwd
         """Working directory of unsandboxed kernels (a sandboxed one has its own tmpfs)."""
         self.pool = KernelPool(pool or PoolLimits(), self.limits.memory_bytes)
-        self._entries: dict[str, _Entry] = {}
+        self.files = DataFiles(persistence if isinstance(persistence, FileStore) else InMemoryNotebooks(),
+                               files or FileLimits())
+        self.runner_id: str | None = getattr(persistence, "runner_id", None)
+        """This process as the store knows it (who runs a ``running`` cell)."""
+        self._runs = Runs(self.limits, self.files, self._commit, self.runner_id)
+        self._entries: dict[str, Entry] = {}
         self._load_lock = asyncio.Lock()
         self._status: SandboxStatus | None = None
 
@@ -146,7 +113,7 @@ class NotebookManager:
         return self._status
 
     # loading -------------------------------------------------------------------------------
-    async def _entry(self, session_id: str) -> _Entry:
+    async def _entry(self, session_id: str) -> Entry:
         """The session's notebook and kernel. A notebook another process saved since this one
         last did (another server ran a turn of the session) is read again; its cells then
         count as stale here, so a run re-runs what the graph needs in this process's kernel.
@@ -160,23 +127,49 @@ class NotebookManager:
             if entry is None:
                 doc = None
                 if self.persistence is not None:
-                    doc = await _resolve(self.persistence.load_notebook(session_id))
+                    doc = await resolve(self.persistence.load_notebook(session_id))
                 nb = Notebook.from_doc(session_id, doc) if doc else Notebook(session_id)
-                entry = _Entry(nb, Kernel(self.limits, sandbox=self.sandbox, cwd=self.cwd, pool=self.pool))
+                entry = Entry(nb, Kernel(self.limits, sandbox=self.sandbox, cwd=self.cwd, pool=self.pool))
                 self._entries[session_id] = entry
+        await self._end_dead_runs(entry)
         return entry
 
-    async def _refresh(self, entry: _Entry) -> None:
+    async def _refresh(self, entry: Entry) -> None:
         if self.persistence is None or entry.run_lock.locked() or entry.commit_lock.locked():
             return  # a run or a save of this process is under way: it holds the newest copy
-        doc = await _resolve(self.persistence.load_notebook(entry.notebook.session_id))
+        doc = await resolve(self.persistence.load_notebook(entry.notebook.session_id))
         if doc and int(doc.get("version", 0)) > entry.notebook.version:
             log.info("notebook of session %s changed in another process: read again", entry.notebook.session_id)
             entry.notebook = Notebook.from_doc(entry.notebook.session_id, doc)
+        if any(c.status == "running" for c in entry.notebook.cells):
+            await self._end_dead_runs(entry)  # the process running it may have died since
+
+    async def _end_dead_runs(self, entry: Entry) -> None:
+        """Cells saved ``running`` by a process that is gone never finish: say so."""
+        nb = entry.notebook
+        for cell in [c for c in nb.cells if c.status == "running"]:
+            if entry.running is not None and entry.running.cell_id == cell.id:
+                continue
+            runner = nb.runners.get(cell.id)
+            if runner is not None and runner != self.runner_id and await self._alive(runner):
+                continue  # another server process runs it now
+            cell.status, cell.outputs = "error", [interrupted_output(DEAD_RUN)]
+            nb.runners.pop(cell.id, None)
+            await self._commit(entry, "cell_output", cell.to_dict())
+
+    async def _alive(self, runner: str) -> bool:
+        check = getattr(self.persistence, "runner_alive", None)
+        return bool(await check(runner)) if check is not None else False
 
     async def notebook(self, session_id: str) -> Notebook:
         """The session's notebook, loaded (or created empty) on first use."""
         return (await self._entry(session_id)).notebook
+
+    def cell_snapshot(self, session_id: str, cell_id: str) -> dict[str, Any] | None:
+        """A cell as this process holds it now, without loading anything (None if unknown)."""
+        entry = self._entries.get(session_id)
+        cell = entry.notebook.find(cell_id) if entry is not None else None
+        return cell.to_dict() if cell is not None else None
 
     def kernel(self, session_id: str) -> Kernel | None:
         entry = self._entries.get(session_id)
@@ -200,29 +193,68 @@ class NotebookManager:
                      depends_on=graph.deps[cell.id])
             cells.append(d)
         status = await self.sandbox_status()
+        files = [f.to_dict() for f in await self.files.infos(session_id)]
         return {"type": "notebook_state", "session_id": session_id, "version": nb.version,
-                "cells": cells, "sandbox": status.to_dict()}
+                "cells": cells, "files": files, "sandbox": status.to_dict()}
+
+    async def mark_seen(self, session_id: str) -> None:
+        """The assistant has read every cell's code as it stands (``get_notebook_state``)."""
+        entry = await self._entry(session_id)
+        nb = entry.notebook
+        seen = {c.id: code_hash(c.code) for c in nb.cells}
+        if seen != nb.seen:
+            nb.seen = seen
+            await self._commit(entry, None, {})
+
+    def replaced_unseen(self, nb: Notebook, cell: Cell) -> bool:
+        """Whether the assistant is about to replace code of ``cell`` it never read."""
+        return cell.edited_by == "user" and nb.seen.get(cell.id) != code_hash(cell.code)
 
     # editing -------------------------------------------------------------------------------
     async def create_cell(self, session_id: str, code: str, language: Language = "python",
-                          after_cell_id: str | None = None) -> Cell:
-        """Add a cell after ``after_cell_id`` (at the end when None)."""
+                          after_cell_id: str | None = None, *, index: int | None = None,
+                          by: Editor = "assistant") -> Cell:
+        """Add a cell after ``after_cell_id``, or at ``index``, or at the end."""
         if language not in LANGUAGES:
-            raise ValueError(f"language must be one of {', '.join(LANGUAGES)}, not {language!r}")
+            raise InvalidValue("language", f"language must be one of {', '.join(LANGUAGES)}, not {language!r}")
         entry = await self._entry(session_id)
         nb = entry.notebook
-        index = len(nb.cells) if after_cell_id is None else nb.index(after_cell_id) + 1
-        cell = Cell(id=new_cell_id(), code=code, language=language)
+        if after_cell_id is not None:
+            index = nb.index(after_cell_id) + 1
+        elif index is None or index > len(nb.cells):
+            index = len(nb.cells)
+        cell = Cell(id=new_cell_id(), code=code, language=language, edited_by=by)
         nb.cells.insert(index, cell)
+        if by == "assistant":
+            nb.seen[cell.id] = code_hash(code)
         await self._commit(entry, "cell_created", cell.to_dict(), index=index)
         return cell
 
-    async def update_cell(self, session_id: str, cell_id: str, code: str) -> Cell:
-        """Replace a cell's code. It (and what depends on it) becomes stale; nothing runs."""
+    async def update_cell(self, session_id: str, cell_id: str, code: str | None = None, *,
+                          language: Language | None = None, index: int | None = None,
+                          base_code: str | None = None, by: Editor = "assistant") -> Cell:
+        """Change a cell's code and language, and move it to ``index``. The cell (and what
+        depends on it) becomes stale; nothing runs. With ``base_code``, ``EditConflict`` when
+        the cell's code is no longer that (nothing changes)."""
+        if language is not None and language not in LANGUAGES:
+            raise InvalidValue("language", f"language must be one of {', '.join(LANGUAGES)}, not {language!r}")
         entry = await self._entry(session_id)
-        cell = entry.notebook.cell(cell_id)
-        cell.code = code
-        await self._commit(entry, "cell_updated", cell.to_dict())
+        nb = entry.notebook
+        cell = nb.cell(cell_id)
+        if base_code is not None and base_code != cell.code:
+            raise EditConflict(cell_id, cell.to_dict())
+        if (code is not None and code != cell.code) or (language is not None and language != cell.language):
+            cell.code = cell.code if code is None else code
+            cell.language = cell.language if language is None else language
+            cell.edited_by = by
+            if by == "assistant":
+                nb.seen[cell.id] = code_hash(cell.code)
+            await self._commit(entry, "cell_updated", cell.to_dict())
+        if index is not None and index != nb.index(cell_id):
+            nb.cells.remove(cell)
+            index = min(max(index, 0), len(nb.cells))
+            nb.cells.insert(index, cell)
+            await self._commit(entry, "cell_moved", cell.to_dict(), index=index)
         return cell
 
     async def delete_cell(self, session_id: str, cell_id: str) -> None:
@@ -232,126 +264,103 @@ class NotebookManager:
         del nb.cells[nb.index(cell_id)]
         nb.live.discard(cell_id)
         nb.ran_code.pop(cell_id, None)
+        nb.seen.pop(cell_id, None)
         await self._commit(entry, "cell_deleted", {"id": cell_id})
 
+    async def replace_cells(self, session_id: str, cells: list[Cell]) -> None:
+        """Append ``cells`` (an imported ``.ipynb``) without running them; the import route
+        checks first that the notebook is empty."""
+        entry = await self._entry(session_id)
+        nb = entry.notebook
+        first = len(nb.cells)
+        nb.cells.extend(cells)
+        await self._commit(entry, None, {})  # one save for them all, then a message per cell
+        for i, cell in enumerate(cells):
+            await self._tell(session_id, {"type": "notebook", "session_id": session_id, "version": nb.version,
+                                          "change": "cell_created", "cell": cell.to_dict(), "index": first + i})
+
+    # data files ----------------------------------------------------------------------------
+    async def add_files(self, session_id: str, uploads: list[tuple[str, bytes]]) -> list[FileInfo]:
+        """Store data files (see ``DataFiles.add``); cells that read their variables become stale."""
+        infos = await self.files.add(session_id, uploads)
+        await self._files_changed(session_id, [i.variable for i in infos])
+        return infos
+
+    async def delete_file(self, session_id: str, name: str) -> bool:
+        infos = {f.name: f for f in await self.files.infos(session_id)}
+        deleted = await self.files.remove(session_id, name)
+        if deleted and name in infos:
+            await self._files_changed(session_id, [infos[name].variable])
+        return deleted
+
+    async def _files_changed(self, session_id: str, variables: list[str]) -> None:
+        entry = await self._entry(session_id)
+        nb = entry.notebook
+        graph = Graph(nb.cells)
+        for variable in variables:
+            for cid in users_of(nb.cells, graph, variable):
+                nb.live.discard(cid)
+        if self.on_change is not None:
+            files = [f.to_dict() for f in await self.files.infos(session_id)]
+            await self._tell(session_id, {"type": "notebook_files", "session_id": session_id, "files": files})
+
     # running -------------------------------------------------------------------------------
-    async def run_cell(self, session_id: str, cell_id: str, *, timeout: float | None = None) -> RunReport:
+    async def run_cell(self, session_id: str, cell_id: str, *, timeout: float | None = None,
+                       report: RunReport | None = None) -> RunReport:
         """Run a cell after its stale upstream cells, all within ``timeout`` seconds
-        (default: the kernel's time limit). A cell whose upstream failed is ``blocked``."""
+        (default: the kernel's time limit). A cell whose upstream failed is ``blocked``.
+        ``report`` (filled in as the run goes) lets a caller that is cancelled see what began."""
         entry = await self._entry(session_id)
         nb = entry.notebook
         nb.cell(cell_id)  # unknown ids fail before anything runs
         budget = self.limits.time_limit if timeout is None else timeout
         started = time.monotonic()
         deadline = started + budget
-        report = RunReport(cell={})
+        report = report or RunReport(cell={})
         async with entry.run_lock:
-            with self.pool.using(entry.kernel):
-                await self._run_chain(entry, cell_id, deadline, budget, report)
-        target = nb.find(cell_id)
+            entry.target = cell_id
+            try:
+                with self.pool.using(entry.kernel):
+                    await self._runs.chain(entry, cell_id, deadline, budget, report)
+            finally:
+                entry.target = None
+        target = entry.notebook.find(cell_id)
         report.cell = target.to_dict() if target else {"id": cell_id, "status": "deleted"}
         report.duration = time.monotonic() - started
         return report
 
-    async def _run_chain(self, entry: _Entry, cell_id: str, deadline: float, budget: float,
-                         report: RunReport) -> None:
-        """Run ``cell_id`` after its stale upstream cells; a failure blocks what depends on it."""
-        nb = entry.notebook
-        graph = Graph(nb.cells)
-        failed: dict[str, str] = {}  # cell id -> the cell whose failure it carries
-        for cid in [*graph.upstream(cell_id), cell_id]:
-            cell = nb.find(cid)
-            if cell is None:  # deleted while we ran
-                continue
-            root = next((failed[d] for d in graph.deps.get(cid, []) if d in failed), None)
-            if root is not None:
-                failed[cid] = root
-                report.blocked.append(cid)
-                cell.status, cell.blocked_by, cell.outputs = "blocked", root, []
-                await self._commit(entry, "cell_status", cell.to_dict())
-                continue
-            start_error = await self._sync_generation(entry, deadline)
-            if start_error is not None:  # no kernel: the target says why, nothing else runs
-                target = nb.find(cell_id)
-                if target is not None:
-                    await self._run_one(entry, target, deadline, budget, start_error)
-                return
-            if cid != cell_id and cid not in stale_cells(nb.cells, Graph(nb.cells), nb.ran_code, nb.live):
-                continue
-            ok = await self._run_one(entry, cell, deadline, budget, None)
-            if cid != cell_id:
-                report.ran_upstream.append(cid)
-            if not ok:
-                failed[cid] = cid
-
-    async def _sync_generation(self, entry: _Entry, deadline: float) -> KernelError | None:
-        """Start the kernel if needed and forget what ran in an earlier one: its names are
-        gone. A kernel that cannot start is reported by the cell that needed it."""
-        nb, kernel = entry.notebook, entry.kernel
-        try:
-            await kernel.start(deadline)
-        except KernelError as exc:
-            return exc
-        if kernel.generation != nb.kernel_generation:
-            nb.live.clear()
-            nb.ran_code.clear()
-            nb.kernel_generation = kernel.generation
-        return None
-
-    async def _run_one(self, entry: _Entry, cell: Cell, deadline: float, budget: float,
-                       start_error: KernelError | None) -> bool:
-        nb = entry.notebook
-        code, language = cell.code, cell.language
-        cell.status, cell.blocked_by = "running", None
-        await self._commit(entry, "cell_status", cell.to_dict())
-        left = deadline - time.monotonic()
-        if start_error is not None:  # SandboxUnavailable says why no cell can run, and what to do
-            result = ExecResult("error", [error_output(type(start_error).__name__, str(start_error))])
-        elif left <= 0:
-            result = ExecResult("error", [error_output(
-                "TimeoutError", f"Not run: the run's time budget of {budget:.3g} s was used up (by "
-                "the cells it depends on, or by another run it waited for). Run it again.")])
-        else:
-            try:
-                result = await entry.kernel.execute(
-                    code, language, filename=f"<cell {cell.id}>",
-                    result_name=sqltext.result_name(code) if language == "sql" else None,
-                    time_limit=min(self.limits.time_limit, left))
-            except KernelError as exc:
-                result = ExecResult("error", [error_output(type(exc).__name__, str(exc))])
-        if result.restarted:
-            nb.live.clear()
-            nb.ran_code.clear()
-        nb.execution_count += 1
-        cell.execution_count = nb.execution_count
-        cell.status = result.status
-        cell.outputs = list(result.outputs)
-        nb.ran_code[cell.id] = code
-        if result.status == "success":
-            nb.live.add(cell.id)
-        else:
-            nb.live.discard(cell.id)
-        if nb.find(cell.id) is cell:
-            await self._commit(entry, "cell_output", cell.to_dict())
-        return result.status == "success"
+    async def interrupt(self, session_id: str, cell_id: str | None = None, *, why: str = "by the user") -> bool:
+        """Stop the run of ``cell_id`` (of any cell when None) if this process runs it, or runs
+        a cell it waits for; True when one was stopped. Returns when the run has ended (within
+        the grace period, or once the kernel is killed)."""
+        entry = self._entries.get(session_id)
+        run = entry.running if entry is not None else None
+        if entry is None or run is None or cell_id not in (None, run.cell_id, entry.target):
+            return False
+        await shielded(self._runs.halt(entry, run, why))
+        return True
 
     # saving and telling --------------------------------------------------------------------
-    async def _commit(self, entry: _Entry, change: str, cell: dict[str, Any], **extra: Any) -> None:
+    async def _commit(self, entry: Entry, change: str | None, cell: dict[str, Any], **extra: Any) -> None:
+        """Save the notebook; tell the listener about ``change`` (None: a save nobody sees)."""
         nb = entry.notebook
         async with entry.commit_lock:
             doc = nb.to_doc()
             doc["version"] = nb.version + 1
             if self.persistence is not None:
-                nb.version = await _resolve(self.persistence.save_notebook(nb.session_id, doc))
+                nb.version = await resolve(self.persistence.save_notebook(nb.session_id, doc))
             else:
                 nb.version += 1
-            event = {"type": "notebook", "session_id": nb.session_id, "version": nb.version,
-                     "change": change, "cell": cell, **extra}
-            if self.on_change is not None:
-                try:
-                    await self.on_change(nb.session_id, event)
-                except Exception:
-                    log.exception("notebook change listener failed for session %s", nb.session_id)
+            if change is not None:
+                await self._tell(nb.session_id, {"type": "notebook", "session_id": nb.session_id,
+                                                 "version": nb.version, "change": change, "cell": cell, **extra})
+
+    async def _tell(self, session_id: str, message: dict[str, Any]) -> None:
+        if self.on_change is not None:
+            try:
+                await self.on_change(session_id, message)
+            except Exception:
+                log.exception("notebook change listener failed for session %s", session_id)
 
     # closing -------------------------------------------------------------------------------
     async def close_notebook(self, session_id: str) -> None:

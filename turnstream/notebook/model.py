@@ -7,14 +7,20 @@ Outputs are a discriminated union on ``type`` (plain dicts, so they go to JSON u
 * ``{"type": "table", "html", "text", "rows", "columns"}``: a DataFrame (or Series) as a
   trimmed HTML table plus a plain-text preview; ``rows``/``columns`` give the full shape.
 * ``{"type": "plotly", "figure"}``: a Plotly figure, the parsed ``fig.to_json()``.
-* ``{"type": "error", "ename", "evalue", "traceback"}``: the exception that ended the run.
+* ``{"type": "error", "ename", "evalue", "traceback"}``: the exception that ended the run;
+  ``timed_out`` or ``interrupted`` (true) when the run was stopped from outside.
 
-The persisted document is ``{"format": 1, "execution_count": n, "cells": [cell, ...]}`` with
-each cell as ``Cell.to_dict()``.
+The persisted document is ``{"format": 1, "execution_count": n, "cells": [cell, ...],
+"runners": {cell id: runner id}, "seen": {cell id: code hash}}`` with each cell as
+``Cell.to_dict()``. ``runners`` names the process (the store's ``runner_id``) running each
+``running`` cell, so that a reader can tell a run in progress elsewhere from one a dead
+process left behind; ``seen`` is what the assistant last read of each cell's code (a hash),
+so that an edit of the assistant can say when it replaced code it never saw.
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, TypedDict, cast
@@ -23,6 +29,7 @@ from ..errors import UnknownCellError
 
 Language = Literal["python", "sql"]
 CellStatus = Literal["idle", "running", "success", "error", "blocked"]
+Editor = Literal["user", "assistant"]
 LANGUAGES: tuple[Language, ...] = ("python", "sql")
 DOC_FORMAT = 1
 
@@ -56,6 +63,7 @@ class ErrorOutput(TypedDict):
     evalue: str
     traceback: str
     timed_out: NotRequired[bool]
+    interrupted: NotRequired[bool]
 
 
 Output = StreamOutput | TextOutput | TableOutput | PlotlyOutput | ErrorOutput
@@ -67,6 +75,11 @@ def error_output(ename: str, evalue: str, traceback: str = "") -> ErrorOutput:
 
 def new_cell_id() -> str:
     return uuid.uuid4().hex[:8]
+
+
+def code_hash(code: str) -> str:
+    """A short fingerprint of a cell's code (for ``Notebook.seen``)."""
+    return hashlib.sha256(code.encode()).hexdigest()[:16]
 
 
 @dataclass(slots=True)
@@ -81,6 +94,8 @@ class Cell:
     execution_count: int | None = None
     blocked_by: str | None = None
     """When ``blocked``: the upstream cell whose failure stopped this one."""
+    edited_by: Editor | None = None
+    """Who last set its code (or language): ``user`` (the HTTP routes) or ``assistant`` (the tools)."""
 
     def to_dict(self, *, include_outputs: bool = True) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -90,6 +105,7 @@ class Cell:
             "status": self.status,
             "execution_count": self.execution_count,
             "blocked_by": self.blocked_by,
+            "edited_by": self.edited_by,
         }
         if include_outputs:
             d["outputs"] = list(self.outputs)
@@ -101,8 +117,7 @@ class Cell:
         status = d.get("status", "idle")
         if language not in LANGUAGES:
             raise ValueError(f"bad cell language {language!r}")
-        if status == "running":  # a run cut short by a restart never finished
-            status = "idle"
+        edited_by = d.get("edited_by")
         return cls(
             id=str(d["id"]),
             code=str(d.get("code", "")),
@@ -111,6 +126,7 @@ class Cell:
             outputs=cast(list[Output], list(d.get("outputs") or [])),
             execution_count=d.get("execution_count"),
             blocked_by=d.get("blocked_by"),
+            edited_by=edited_by if edited_by in ("user", "assistant") else None,
         )
 
 
@@ -128,6 +144,10 @@ class Notebook:
     live: set[str] = field(default_factory=set)
     """Cells whose last successful run left its names in the current kernel."""
     kernel_generation: int = -1
+    runners: dict[str, str] = field(default_factory=dict)
+    """Cell id -> the runner (process) running it, for ``running`` cells."""
+    seen: dict[str, str] = field(default_factory=dict)
+    """Cell id -> ``code_hash`` of the code the assistant last read or wrote there."""
 
     def index(self, cell_id: str) -> int:
         for i, cell in enumerate(self.cells):
@@ -148,6 +168,8 @@ class Notebook:
             "version": self.version,
             "execution_count": self.execution_count,
             "cells": [c.to_dict() for c in self.cells],
+            "runners": dict(self.runners),
+            "seen": dict(self.seen),
         }
 
     @classmethod
@@ -157,4 +179,6 @@ class Notebook:
             cells=[Cell.from_dict(c) for c in doc.get("cells", [])],
             version=int(doc.get("version", 0)),
             execution_count=int(doc.get("execution_count", 0)),
+            runners={str(k): str(v) for k, v in (doc.get("runners") or {}).items()},
+            seen={str(k): str(v) for k, v in (doc.get("seen") or {}).items()},
         )

@@ -42,10 +42,10 @@ from . import seccomp
 from .config import KernelLimits, SandboxConfig
 
 KERNEL_DIR = "/opt/turnstream"
-"""Where the kernel's scripts (child.py, sqltext.py) appear inside the sandbox."""
+"""Where the kernel's scripts (child.py, sqltext.py, files.py) appear inside the sandbox."""
 HOME = "/home/notebook"
 """The kernel's working directory and $HOME inside the sandbox."""
-SCRIPTS = ("child.py", "sqltext.py")
+SCRIPTS = ("child.py", "sqltext.py", "files.py")
 HOST_DIRS = ("bin", "lib", "lib32", "lib64", "libx32", "sbin")
 NETWORK_ETC = ("resolv.conf", "hosts", "nsswitch.conf", "gai.conf", "host.conf", "ssl", "ca-certificates",
                "pki", "crypto-policies")

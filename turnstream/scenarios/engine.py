@@ -12,7 +12,13 @@ A scenario is JSON (``turnstream/scenarios/*.json`` ships the built-in ones)::
 The step played is the number of assistant messages since the user's last text message
 (a turn's first call plays step 0, the call after its tool results step 1, …; past the end
 the last step repeats). ``"turns": [[step, …], …]`` instead of ``steps`` scripts several
-user turns, picked by the number of user text messages. Strings may hold templates:
+user turns, picked by the number of user text messages. A turn may also branch on what the
+tools said: ``{"steps": [first, …], "then": [{"when": "<template>", "steps": […]}, …]}`` plays
+``steps``, then the steps of the first ``then`` entry whose ``when`` renders to something
+(not empty, ``[]``, ``{}``, ``0``, ``false`` or ``null``; an entry without ``when`` always
+matches), so ``"when": "{{results[0].files}}"`` follows one path when the first tool result
+lists files. A top-level ``then`` beside ``steps`` does the same for a one-turn scenario.
+Strings may hold templates:
 ``{{last}}`` / ``{{last.key}}`` (the latest tool result, parsed as JSON when it is JSON),
 ``{{results[0].key}}`` (this turn's results in order), ``{{input}}`` (the user's text).
 
@@ -147,14 +153,17 @@ class Reply:
 
     pattern: re.Pattern[str] | None
     tools: tuple[str, ...]
-    steps: list[dict[str, Any]]
+    steps: list[dict[str, Any]] | dict[str, Any]
+    """Its steps, or a branching turn (``steps`` and ``then``), as a turn of ``turns``."""
     scenario: str | None
 
     @classmethod
     def of(cls, doc: dict[str, Any]) -> Reply:
         when = doc.get("when") or {}
         pattern = re.compile(when["input"]) if when.get("input") else None
-        steps = doc.get("steps") or []
+        steps: list[dict[str, Any]] | dict[str, Any] = doc.get("steps") or []
+        if "then" in doc:
+            steps = {"steps": steps, "then": doc["then"]}
         if not steps and not doc.get("scenario"):
             raise ValueError("a reply needs steps or a scenario")
         return cls(pattern, tuple(when.get("tools") or ()), steps, doc.get("scenario"))
@@ -174,7 +183,9 @@ class Scenario:
         self.doc = doc
         self.name: str = doc.get("name", "scenario")
         if "turns" in doc:
-            self.turns: list[list[dict[str, Any]]] = doc["turns"]
+            self.turns: list[list[dict[str, Any]] | dict[str, Any]] = doc["turns"]
+        elif "then" in doc:
+            self.turns = [{"steps": doc.get("steps") or [], "then": doc["then"]}]
         else:
             self.turns = [doc.get("steps") or [{"blocks": [{"type": "text", "text": "Hello from turnstream."}]}]]
         self.replies = [Reply.of(r) for r in doc.get("replies") or []]
@@ -219,11 +230,11 @@ class Scenario:
             if match is not None:
                 if reply.scenario:
                     return self._other(reply.scenario).script(view, id_prefix=id_prefix)
-                steps, turn_idx = reply.steps, -1 - i  # faults counted apart from the turns'
+                steps, turn_idx = _steps_of(reply.steps, view), -1 - i  # faults counted apart from the turns'
                 break
         else:
             turn_idx = min(max(view.user_texts - 1, 0), len(self.turns) - 1)
-            steps = self.turns[turn_idx]
+            steps = _steps_of(self.turns[turn_idx], view)
         step_idx = min(view.rounds, len(steps) - 1)
         step = steps[step_idx]
         fault = step.get("fault")
@@ -262,6 +273,27 @@ class Scenario:
         if fault is not None and fault.get("kind") == "slow":
             delay = float(fault.get("delay_ms", 50)) / 1000
         return StepScript(blocks, stop, usage, int(step.get("fragment_size", self.fragment_size)), delay, fault)
+
+
+_NOTHING = ("", "[]", "{}", "0", "false", "null")
+
+
+def _steps_of(turn: list[dict[str, Any]] | dict[str, Any], view: RequestView) -> list[dict[str, Any]]:
+    """A turn's steps; for a branching turn, its first steps and then the branch that holds."""
+    if isinstance(turn, list):
+        return turn
+    head: list[dict[str, Any]] = list(turn.get("steps") or [])
+    branches: list[dict[str, Any]] = turn.get("then") or []
+    if view.rounds < len(head) or not branches:
+        return head
+    for branch in branches:
+        when = branch.get("when")
+        if when is None:
+            return head + list(branch.get("steps") or [])
+        said = render(when, view)
+        if said.strip() not in _NOTHING and "{{" not in said:
+            return head + list(branch.get("steps") or [])
+    return head + list(branches[-1].get("steps") or [])
 
 
 def text_of(content: Any) -> str:

@@ -68,6 +68,8 @@ class Endpoint:
     query: dict[str, str] = field(default_factory=dict)
     """Query parameters it reads: name -> description."""
     auth: bool = True
+    raw_body: dict[str, Any] | None = None
+    """A body the handler reads itself (multipart, a file): its OpenAPI ``content``."""
 
 
 async def read_body(request: Request, model: type[M]) -> M:
@@ -95,10 +97,11 @@ class Api:
 
     def route(self, method: str, path: str, *, summary: str, body: type[BaseModel] | None = None,
               replies: dict[int, Reply] | None = None, headers: dict[str, str] | None = None,
-              query: dict[str, str] | None = None, auth: bool = True) -> Callable[[Handler], Handler]:
+              query: dict[str, str] | None = None, auth: bool = True,
+              raw_body: dict[str, Any] | None = None) -> Callable[[Handler], Handler]:
         def register(fn: Handler) -> Handler:
             self.endpoints.append(Endpoint(method, path, fn, summary, body, replies or {}, headers or {},
-                                           query or {}, auth))
+                                           query or {}, auth, raw_body))
             return fn
         return register
 
@@ -140,6 +143,8 @@ class Api:
             if ep.body is not None:
                 op["requestBody"] = {"required": True,
                                      "content": {"application/json": {"schema": ref[ep.body]}}}
+            elif ep.raw_body is not None:
+                op["requestBody"] = {"required": True, "content": ep.raw_body}
             responses: dict[str, Any] = {}
             for status, reply in ep.replies.items():
                 content: dict[str, Any] = {}

@@ -21,7 +21,16 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import TurnstreamError
-from . import routes_agui, routes_chat, routes_sessions, routes_turns, static_routes  # noqa: F401  (routes_* register)
+from . import (  # noqa: F401  (routes_* register)
+    routes_agui,
+    routes_chat,
+    routes_ipynb,
+    routes_notebook,
+    routes_notebook_files,
+    routes_sessions,
+    routes_turns,
+    static_routes,
+)
 from .api import API, Call, Reply
 from .errors import http_error_handler, turnstream_error_handler, unexpected_error_handler
 from .hardening import SecurityHeaders

@@ -8,7 +8,8 @@ Every error body has the same shape::
 path to the field, e.g. ``["body", "client_tools", 0, "name"]``), ``msg`` and ``type``.
 The core's refusals are mapped here by their type (``as_api_error``), never by their
 text: ``NotFound`` is 404, the state refusals (``TurnNotWaiting``, ``TurnConflictError``,
-``SeqConflictError``, ``AlreadyExists``) are 409, ``InvalidValue`` is 422 naming its field,
+``SeqConflictError``, ``AlreadyExists``) are 409, ``EditConflict`` is 409 with the current
+``cell`` beside the message, ``FileTooLarge`` is 413, ``InvalidValue`` is 422 naming its field,
 ``Overloaded`` is 503 with ``Retry-After``. An unexpected exception is logged with its
 traceback and answered with a JSON body that carries a request id, never a stack trace.
 """
@@ -27,6 +28,8 @@ from starlette.responses import JSONResponse, Response
 from ..errors import (
     AlreadyExists,
     ApiError,
+    EditConflict,
+    FileTooLarge,
     InvalidValue,
     NotFound,
     Overloaded,
@@ -45,6 +48,7 @@ def error_response(exc: ApiError) -> JSONResponse:
     body: dict[str, Any] = {"error": exc.code, "message": exc.message}
     if exc.detail is not None:
         body["detail"] = exc.detail
+    body.update(exc.extra or {})
     return JSONResponse(body, status_code=exc.status, headers=exc.headers)
 
 
@@ -54,8 +58,12 @@ def as_api_error(exc: TurnstreamError) -> ApiError | None:
         return exc
     if isinstance(exc, NotFound):
         return ApiError(404, "not_found", str(exc))
+    if isinstance(exc, EditConflict):
+        return ApiError(409, "edit_conflict", str(exc), extra={"cell": exc.cell})
     if isinstance(exc, TurnNotWaiting | TurnConflictError | SeqConflictError | AlreadyExists):
         return conflict(str(exc))
+    if isinstance(exc, FileTooLarge):
+        return too_large(str(exc))
     if isinstance(exc, InvalidValue):
         return invalid_field(["body", exc.field], exc.message)
     if isinstance(exc, Overloaded | ShuttingDown):
@@ -78,6 +86,10 @@ def not_found(what: str) -> ApiError:
 
 def conflict(message: str) -> ApiError:
     return ApiError(409, "conflict", message)
+
+
+def too_large(message: str) -> ApiError:
+    return ApiError(413, "too_large", message)
 
 
 def _loc_text(loc: Any) -> str:
@@ -129,5 +141,15 @@ async def unexpected_error_handler(request: Request, exc: Exception) -> Response
                         status_code=500)
 
 
-__all__ = ["ApiError", "as_api_error", "conflict", "error_response", "from_validation", "invalid", "invalid_field",
-           "not_found", "unauthorized"]
+__all__ = [
+    "ApiError",
+    "as_api_error",
+    "conflict",
+    "error_response",
+    "from_validation",
+    "invalid",
+    "invalid_field",
+    "not_found",
+    "too_large",
+    "unauthorized",
+]

@@ -42,7 +42,7 @@ GC_GEN0 = 20_000
 """Allocations between young collections while serving (Python's default is 700)."""
 
 if TYPE_CHECKING:
-    from ..notebook import KernelLimits, NotebookManager, PoolLimits, SandboxConfig
+    from ..notebook import FileLimits, KernelLimits, NotebookManager, PoolLimits, SandboxConfig
 
 log = logging.getLogger("turnstream.server")
 
@@ -225,15 +225,15 @@ def _notebooks(store: Store, bus: Bus, settings: Settings) -> NotebookManager | 
         slim["truncated"] = True
         bus.publish_message(session_id, message, fallback=slim)
 
-    sandbox, limits, pool = notebook_config(settings)
-    manager = NotebookManager(store, on_change=broadcast, sandbox=sandbox, limits=limits, pool=pool)
+    sandbox, limits, pool, files = notebook_config(settings)
+    manager = NotebookManager(store, on_change=broadcast, sandbox=sandbox, limits=limits, pool=pool, files=files)
     print(manager.probe_sandbox().summary(), flush=True)  # a warning when cells run unsandboxed or cannot run
     return manager
 
 
-def notebook_config(settings: Settings) -> tuple[SandboxConfig, KernelLimits, PoolLimits]:
-    """The notebook kernels' settings (their defaults: ``turnstream/notebook/config.py``)."""
-    from ..notebook import KernelLimits, PoolLimits, SandboxConfig
+def notebook_config(settings: Settings) -> tuple[SandboxConfig, KernelLimits, PoolLimits, FileLimits]:
+    """The notebooks' settings (their defaults: ``turnstream/notebook/config.py``)."""
+    from ..notebook import FileLimits, KernelLimits, PoolLimits, SandboxConfig
 
     sandbox = SandboxConfig(mode="bubblewrap" if settings.notebook_sandbox else "off",
                             network=settings.notebook_network)
@@ -242,7 +242,11 @@ def notebook_config(settings: Settings) -> tuple[SandboxConfig, KernelLimits, Po
     pool = PoolLimits(max_kernels=settings.max_kernels)
     if settings.kernel_idle_timeout is not None:
         pool = PoolLimits(max_kernels=settings.max_kernels, idle_timeout=settings.kernel_idle_timeout or None)
-    return sandbox, limits, pool
+    files = FileLimits()
+    if settings.notebook_file_mb is not None or settings.notebook_files_mb is not None:
+        files = FileLimits(file_bytes=(settings.notebook_file_mb or files.file_bytes // 1024**2) * 1024**2,
+                           total_bytes=(settings.notebook_files_mb or files.total_bytes // 1024**2) * 1024**2)
+    return sandbox, limits, pool, files
 
 
 def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -37,7 +37,7 @@ Text = Annotated[str, AfterValidator(_storable)]
 _INT_RANGE = (-(2**63), 2**64 - 1)
 
 
-def _storable_json(value: Any) -> Any:
+def storable_json(value: Any) -> Any:
     if isinstance(value, str):
         _storable(value)
     elif isinstance(value, int) and not isinstance(value, bool):
@@ -46,10 +46,10 @@ def _storable_json(value: Any) -> Any:
     elif isinstance(value, dict):
         for k, v in value.items():
             _storable(k)
-            _storable_json(v)
+            storable_json(v)
     elif isinstance(value, list):
         for v in value:
-            _storable_json(v)
+            storable_json(v)
     return value
 
 
@@ -72,7 +72,7 @@ class ClientTool(_Body):
     def _object_schema(cls, v: dict[str, Any]) -> dict[str, Any]:
         if v.get("type", "object") != "object":
             raise ValueError("must be a JSON Schema of type 'object'")
-        return dict(_storable_json(v))
+        return dict(storable_json(v))
 
 
 def _unique_tool_names(tools: list[ClientTool] | None) -> list[ClientTool] | None:
@@ -112,6 +112,30 @@ class ToolResultIn(_Body):
     approved: StrictBool | None = None
     reason: Text | None = Field(default=None, max_length=10_000,
                                 description="With approved=false: why, for the model to read with the denial.")
+
+
+Index = Annotated[int, Field(strict=True, ge=0, le=100_000)]
+Code = Annotated[str, AfterValidator(_storable), Field(max_length=1_000_000)]
+
+
+class CellCreate(_Body):
+    """A new notebook cell (it does not run)."""
+
+    code: Code = Field(default="", description="The cell's source.")
+    language: Literal["python", "sql"] = "python"
+    index: Index | None = Field(default=None, description="Its position (0 is first); at the end when absent "
+                                                          "or past the end.")
+
+
+class CellPatch(_Body):
+    """A change to a cell: any of its code, language and position."""
+
+    code: Code | None = None
+    language: Literal["python", "sql"] | None = None
+    index: Index | None = Field(default=None, description="Move it to this position (0 is first).")
+    base_code: Code | None = Field(default=None, description=(
+        "The code this edit started from. When the cell's code is no longer this (the assistant or another "
+        "tab changed it meanwhile), nothing changes and the answer is 409 with the current cell."))
 
 
 class SessionOut(BaseModel):
@@ -167,6 +191,72 @@ class Health(BaseModel):
     live_turns: int
 
 
+class CellOut(BaseModel):
+    id: str
+    code: str
+    language: Literal["python", "sql"]
+    status: Literal["idle", "running", "success", "error", "blocked"]
+    outputs: list[dict[str, Any]] = Field(description="stdout, stderr, text, table, plotly and error outputs "
+                                                      "(docs/notebook.md).")
+    execution_count: int | None
+    blocked_by: str | None
+    edited_by: Literal["user", "assistant"] | None
+
+
+class NotebookCellOut(CellOut):
+    stale: bool = Field(description="It needs to run again (never ran in this kernel, changed, or upstream did).")
+    defines: list[str]
+    uses: list[str]
+    depends_on: list[str]
+
+
+class FileOut(BaseModel):
+    name: str
+    variable: str = Field(description="The DataFrame name a cell reads it by.")
+    format: Literal["csv", "tsv", "parquet", "json", "xlsx"]
+    bytes: int
+    sha256: str
+    rows: int | None
+    columns: list[str] | None
+    numeric_columns: list[str] | None
+
+
+class FileList(BaseModel):
+    files: list[FileOut]
+
+
+class NotebookOut(BaseModel):
+    session_id: str
+    version: int
+    cells: list[NotebookCellOut]
+    files: list[FileOut]
+    sandbox: dict[str, Any]
+
+
+class RunOut(BaseModel):
+    cell: CellOut
+    ran_upstream: list[str]
+    blocked: list[str]
+    seconds: float
+
+
+class InterruptOut(BaseModel):
+    cell_id: str
+    status: Literal["interrupted", "interrupting", "not_running"] = Field(description=(
+        "'interrupted': its run has ended; 'interrupting': another server process runs it and was asked to; "
+        "'not_running': it was not running."))
+
+
+class EditConflictOut(BaseModel):
+    error: Literal["edit_conflict"]
+    message: str
+    cell: CellOut
+
+
+class ImportOut(BaseModel):
+    cells: list[CellOut]
+
+
 class ErrorOut(BaseModel):
     error: str
     message: str
@@ -217,106 +307,26 @@ class ChatRequest(BaseModel):
     @classmethod
     def _storable_messages(cls, v: list[UIMessageIn]) -> list[UIMessageIn]:
         for m in v:
-            _storable_json(m.parts)
-        return v
-
-
-class AguiTool(BaseModel):
-    """A tool of ``RunAgentInput.tools``: a frontend tool, which the client runs (a client tool)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    name: Annotated[str, Field(pattern=ID_PATTERN, description="Tool name as the model sees it.")]
-    description: Text = Field(default="", max_length=10_000)
-    parameters: dict[str, Any] | None = Field(default=None, description="JSON Schema (an object schema) of its input.")
-
-    @field_validator("parameters")
-    @classmethod
-    def _object_schema(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        if v is not None and v.get("type", "object") != "object":
-            raise ValueError("must be a JSON Schema of type 'object'")
-        return None if v is None else dict(_storable_json(v))
-
-
-class AguiMessage(BaseModel):
-    """A message of ``RunAgentInput.messages`` (AG-UI ``Message``). The thread's history lives
-    on the server: a run reads the last user message, and ``tool`` messages that answer the
-    calls the thread waits for."""
-
-    model_config = ConfigDict(extra="allow")
-
-    id: Annotated[str, Field(min_length=1, max_length=200)]
-    role: Literal["developer", "system", "assistant", "user", "tool", "activity", "reasoning"]
-    content: str | list[dict[str, Any]] | dict[str, Any] | None = None
-    toolCallId: str | None = Field(default=None, max_length=200)
-    error: Text | None = Field(default=None, max_length=100_000)
-
-
-class AguiContext(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    description: Text = Field(max_length=10_000)
-    value: Text = Field(max_length=100_000)
-
-
-class AguiResume(BaseModel):
-    """An answer to an interrupt (``RunAgentInput.resume``). For an approval: status
-    ``resolved`` with ``payload`` ``{"approved": bool, "reason"?: str}``; ``cancelled`` denies."""
-
-    model_config = ConfigDict(extra="allow")
-
-    interruptId: Annotated[str, Field(min_length=1, max_length=200)]
-    status: Literal["resolved", "cancelled"]
-    payload: Any = None
-
-
-class RunAgentInputIn(BaseModel):
-    """AG-UI ``RunAgentInput``: what ``HttpAgent`` posts. ``threadId`` names a session of the
-    caller's own (as an AI SDK chat id does); ``forwardedProps`` may carry ``model`` and
-    ``toolset`` for a new thread. ``state`` is not read: the thread's state (its notebook) is
-    the server's, sent back as ``STATE_SNAPSHOT``."""
-
-    model_config = ConfigDict(extra="allow")
-
-    threadId: Annotated[str, Field(pattern=ID_PATTERN, description="The thread, the caller's own name for a "
-                                                                   "session.")]
-    runId: Annotated[str, Field(min_length=1, max_length=200)]
-    parentRunId: str | None = Field(default=None, max_length=200)
-    protocolVersion: str | None = Field(default=None, max_length=50)
-    state: Any = None
-    messages: list[AguiMessage] = Field(default_factory=list, max_length=10_000)
-    tools: list[AguiTool] = Field(default_factory=list, max_length=128)
-    context: list[AguiContext] = Field(default_factory=list, max_length=128)
-    forwardedProps: Any = None
-    resume: list[AguiResume] | None = Field(default=None, max_length=128)
-
-    @field_validator("messages")
-    @classmethod
-    def _storable_messages(cls, v: list[AguiMessage]) -> list[AguiMessage]:
-        for m in v:
-            _storable_json(m.content)
-        return v
-
-    @field_validator("tools")
-    @classmethod
-    def _unique_tools(cls, v: list[AguiTool]) -> list[AguiTool]:
-        names = [t.name for t in v]
-        dup = next((n for n in names if names.count(n) > 1), None)
-        if dup is not None:
-            raise ValueError(f"tool name {dup!r} is declared twice")
+            storable_json(m.parts)
         return v
 
 
 __all__ = [
     "TOOLSETS",
-    "AguiContext",
-    "AguiMessage",
-    "AguiResume",
-    "AguiTool",
+    "CellCreate",
+    "CellOut",
+    "CellPatch",
     "ChatApproval",
     "ChatRequest",
     "ClientTool",
-    "RunAgentInputIn",
+    "EditConflictOut",
+    "FileList",
+    "FileOut",
+    "ImportOut",
+    "InterruptOut",
+    "NotebookCellOut",
+    "NotebookOut",
+    "RunOut",
     "SessionCreate",
     "SessionDetail",
     "SessionList",

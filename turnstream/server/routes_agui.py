@@ -30,7 +30,8 @@ from .agui import AGUIEncoder, agui_error_response, agui_response
 from .api import API, OVERLOADED, Call, Reply
 from .errors import conflict, invalid_field
 from .follow import Follower
-from .models import TOOLSETS, AguiMessage, AguiResume, CancelOut, ClientTool, RunAgentInputIn, Toolset
+from .models import TOOLSETS, CancelOut, ClientTool, Toolset
+from .models_agui import AguiMessage, AguiResume, RunAgentInputIn
 from .named_sessions import open_named_session, open_turn
 from .routes_chat import path_name, stop_named
 from .routes_turns import client_tool_specs, start_turn, submit

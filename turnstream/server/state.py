@@ -78,6 +78,22 @@ class AppState:
         self.auth = Authenticator(self.store)
         titler = self.provider(self.settings.title_model) if self.settings.title_model else None
         self.titles = Titler(self.store, self.bus, titler)
+        self._route_notebook_controls()
+
+    def _route_notebook_controls(self) -> None:
+        """Another process asks this one to interrupt a cell it runs (``bus.control``)."""
+        notebooks, turns = self.notebooks, self.bus.on_control
+        if notebooks is None:
+            return
+
+        async def control(action: str, key: str) -> None:
+            if action == "interrupt_cell":
+                session_id, _, cell_id = key.partition("/")
+                await notebooks.interrupt(session_id, cell_id)
+            elif turns is not None:
+                await turns(action, key)
+
+        self.bus.on_control = control
 
     def provider(self, model: str | None) -> Provider:
         """The provider for ``model`` (the server's default when empty), made once per name.

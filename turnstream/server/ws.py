@@ -20,7 +20,9 @@ Messages, server to client (JSON text frames):
 * ``{"type": "hello", "session_id", "notebook": <notebook_state or null>}`` on connect;
 * ``{"type": "event", "session_id", "turn_id", "id": "<turn_id>:<n>", "n", "event", "data"}``
   for every event of every turn of the session (the SSE event as JSON);
-* the notebook's own messages (``{"type": "notebook", …}``, see ``NotebookManager``);
+* the notebook's own messages (``{"type": "notebook", …}`` for a cell's change and
+  ``{"type": "notebook_files", …}`` for the data files, see ``NotebookManager``), whoever made
+  the change: the assistant's tools or a user's notebook routes;
 * ``{"type": "session", "session_id", "title"}`` when the session gets a title (``titles.py``);
 * ``{"type": "pong"}`` in answer to ``{"type": "ping"}``;
 * ``{"type": "reconnect"}`` when the server stops, before it closes the socket (code 1012).

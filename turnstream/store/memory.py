@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
@@ -14,7 +15,16 @@ import orjson
 from ..blocks import Block, Session, ToolResultBlock, Turn, TurnStatus, TurnStopReason, Usage
 from ..errors import AlreadyExists, NotFound, SeqConflictError, TurnConflictError, TurnTakenOver, UserExists
 from .keys import hash_key, new_key
-from .protocol import StoredEvent, ToolCallRecord, ToolCallStart, User, check_pending, first_event_of
+from .protocol import (
+    NotebookFile,
+    StoredEvent,
+    ToolCallRecord,
+    ToolCallStart,
+    User,
+    check_files_total,
+    check_pending,
+    first_event_of,
+)
 
 _OPEN: tuple[TurnStatus, ...] = ("running", "awaiting_client")
 
@@ -37,6 +47,7 @@ class MemoryStore:
         """turn id -> runner that last set it running"""
         self._notebooks: dict[str, tuple[int, dict[str, Any]]] = {}
         self._calls: dict[str, dict[str, ToolCallRecord]] = {}
+        self._files: dict[str, dict[str, tuple[NotebookFile, bytes]]] = {}
         self._lock = asyncio.Lock()
 
     async def open(self) -> None:
@@ -92,6 +103,7 @@ class MemoryStore:
         if self._sessions.pop(session_id, None) is None:
             return False
         self._notebooks.pop(session_id, None)
+        self._files.pop(session_id, None)
         for tid in self._session_turns.pop(session_id, []):
             self._turns.pop(tid, None)
             self._events.pop(tid, None)
@@ -268,3 +280,27 @@ class MemoryStore:
     async def load_notebook(self, session_id: str) -> dict[str, Any] | None:
         saved = self._notebooks.get(session_id)
         return {**orjson.loads(orjson.dumps(saved[1])), "version": saved[0]} if saved else None
+
+    async def runner_alive(self, runner_id: str) -> bool:
+        return runner_id == self.runner_id
+
+    async def put_notebook_file(self, session_id: str, name: str, data: bytes, info: dict[str, Any], *,
+                                max_total: int | None = None) -> NotebookFile:
+        if session_id not in self._sessions:
+            raise NotFound("session", f"session {session_id} not found")
+        files = self._files.setdefault(session_id, {})
+        check_files_total(name, len(data), sum(f.size for n, (f, _) in files.items() if n != name), max_total)
+        record = NotebookFile(name, len(data), hashlib.sha256(data).hexdigest(), orjson.loads(orjson.dumps(info)),
+                              time.time())
+        files[name] = (record, bytes(data))
+        return record
+
+    async def notebook_files(self, session_id: str) -> list[NotebookFile]:
+        return [f for _, (f, _) in sorted(self._files.get(session_id, {}).items())]
+
+    async def notebook_file_data(self, session_id: str, name: str) -> bytes | None:
+        found = self._files.get(session_id, {}).get(name)
+        return found[1] if found else None
+
+    async def delete_notebook_file(self, session_id: str, name: str) -> bool:
+        return self._files.get(session_id, {}).pop(name, None) is not None

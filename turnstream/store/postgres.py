@@ -39,6 +39,7 @@ the guards they share, in one place; the connection plumbing is in ``pg.py``, th
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 import uuid
@@ -75,7 +76,16 @@ from ._sql import (
 )
 from .keys import hash_key, new_key
 from .pg import ALIVE, LivenessLock, _Lease, _Pool
-from .protocol import StoredEvent, ToolCallRecord, ToolCallStart, User, check_pending, first_event_of
+from .protocol import (
+    NotebookFile,
+    StoredEvent,
+    ToolCallRecord,
+    ToolCallStart,
+    User,
+    check_files_total,
+    check_pending,
+    first_event_of,
+)
 
 if TYPE_CHECKING:
     from .pg import Conn
@@ -530,3 +540,40 @@ class PostgresStore:
     async def load_notebook(self, session_id: str) -> dict[str, Any] | None:
         row = await self._one("SELECT doc, version FROM notebooks WHERE session_id = $1", session_id)
         return {**orjson.loads(row[0]), "version": row[1]} if row else None
+
+    async def runner_alive(self, runner_id: str) -> bool:
+        if runner_id == self.runner_id:
+            return True
+        row = await self._one(f"SELECT {ALIVE} FROM runners r WHERE r.id = $1 AND r.lock_key IS NOT NULL", runner_id)
+        return bool(row and row[0])
+
+    async def put_notebook_file(self, session_id: str, name: str, data: bytes, info: dict[str, Any], *,
+                                max_total: int | None = None) -> NotebookFile:
+        record = NotebookFile(name, len(data), hashlib.sha256(data).hexdigest(), info, time.time())
+        async with self._conn() as conn, conn.transaction():
+            # The session's row lock serialises uploads to one session, so the total holds.
+            if await conn.fetchval("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", session_id) is None:
+                raise NotFound("session", f"session {session_id} not found")
+            others = await conn.fetchval("SELECT coalesce(sum(size), 0) FROM notebook_files WHERE session_id = $1"
+                                         " AND name <> $2", session_id, name)
+            check_files_total(name, len(data), int(others), max_total)
+            await conn.execute(
+                "INSERT INTO notebook_files (session_id, name, size, sha256, info, data, created_at)"
+                " VALUES ($1, $2, $3, $4, $5::json, $6, $7) ON CONFLICT (session_id, name) DO UPDATE SET"
+                " size = excluded.size, sha256 = excluded.sha256, info = excluded.info, data = excluded.data,"
+                " created_at = excluded.created_at",
+                session_id, name, record.size, record.sha256, dumps(info), data, record.created_at)
+        return record
+
+    async def notebook_files(self, session_id: str) -> list[NotebookFile]:
+        rows = await self._all("SELECT name, size, sha256, info, created_at FROM notebook_files"
+                               " WHERE session_id = $1 ORDER BY name", session_id)
+        return [NotebookFile(r[0], int(r[1]), r[2], orjson.loads(r[3]), r[4]) for r in rows]
+
+    async def notebook_file_data(self, session_id: str, name: str) -> bytes | None:
+        row = await self._one("SELECT data FROM notebook_files WHERE session_id = $1 AND name = $2", session_id, name)
+        return bytes(row[0]) if row else None
+
+    async def delete_notebook_file(self, session_id: str, name: str) -> bool:
+        return await self._count("DELETE FROM notebook_files WHERE session_id = $1 AND name = $2",
+                                 session_id, name) == 1

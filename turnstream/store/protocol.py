@@ -37,6 +37,9 @@ every backend. What the runtime relies on:
   whose lock is free (or, with ``stale_after``, that stopped beating: a hung process), and
   ``adopt_turns`` moves their running turns to this runner, atomically, so that exactly one
   process continues each (or ends it, ``lifecycle.close_out``).
+* Notebook data files (``put_notebook_file`` …) are kept whole, per session, and go with it.
+  ``put_notebook_file`` checks the session's total against ``max_total`` in the transaction
+  that stores the file, so two uploads at once cannot pass the cap together.
 * The tool-effect ledger: ``start_tool_calls`` records that server tool calls are about to
   run (with their idempotency keys; a restart counts an attempt); the write of a call's
   ``tool_result`` block records its end in the same transaction. ``tool_calls`` reads it.
@@ -49,7 +52,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from ..blocks import Block, Session, Turn, TurnStatus, TurnStopReason, Usage
-from ..errors import InvalidValue, SeqConflictError
+from ..errors import FileTooLarge, InvalidValue, SeqConflictError
 from ..events import StreamEvent, decode
 
 
@@ -66,6 +69,18 @@ class ToolCallStart:
     tool_use_id: str
     tool: str
     idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class NotebookFile:
+    """A stored data file of a session's notebook, without its bytes."""
+
+    name: str
+    size: int
+    sha256: str
+    info: dict[str, Any]
+    """What was read from it at upload (``notebook.files.FileInfo.to_dict()``)."""
+    created_at: float
 
 
 @dataclass(slots=True)
@@ -103,6 +118,14 @@ class StoredEvent:
     def event(self) -> StreamEvent:
         """The event this record holds (``InvalidValue`` if its data does not fit its name)."""
         return decode(self.name, self.data, turn_id=self.turn_id, n=self.n)
+
+
+def check_files_total(name: str, size: int, others: int, max_total: int | None) -> None:
+    """``FileTooLarge`` when a file of ``size`` bytes beside ``others`` bytes of the session's
+    other files passes ``max_total``."""
+    if max_total is not None and others + size > max_total:
+        raise FileTooLarge(f"{name} ({size} bytes) would take this notebook's files to {others + size} bytes, "
+                           f"over their limit of {max_total} bytes; delete a file first", max_total)
 
 
 def check_pending(turn_id: str, pending: Sequence[StoredEvent], event: StoredEvent | None) -> int | None:
@@ -283,4 +306,26 @@ class Store(Protocol):
         """The last saved notebook document of the session, with ``version`` set to the
         version ``save_notebook`` returned for it (the store's, whatever the document said),
         or None."""
+        ...
+
+    async def runner_alive(self, runner_id: str) -> bool:
+        """Whether the runner ``runner_id`` still holds its liveness lock (this one always does)."""
+        ...
+
+    async def put_notebook_file(self, session_id: str, name: str, data: bytes, info: dict[str, Any], *,
+                                max_total: int | None = None) -> NotebookFile:
+        """Store a data file, replacing one of the same name. ``NotFound`` for an unknown
+        session; ``FileTooLarge`` when the session's files would pass ``max_total`` bytes."""
+        ...
+
+    async def notebook_files(self, session_id: str) -> list[NotebookFile]:
+        """The session's data files, by name."""
+        ...
+
+    async def notebook_file_data(self, session_id: str, name: str) -> bytes | None:
+        """A data file's bytes, or None."""
+        ...
+
+    async def delete_notebook_file(self, session_id: str, name: str) -> bool:
+        """Remove a data file; False if there was none."""
         ...

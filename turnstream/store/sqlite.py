@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import sqlite3
 import time
@@ -53,7 +54,16 @@ from ._sql import (
 )
 from .keys import hash_key, new_key
 from .liveness import FileLocks
-from .protocol import StoredEvent, ToolCallRecord, ToolCallStart, User, check_pending, first_event_of
+from .protocol import (
+    NotebookFile,
+    StoredEvent,
+    ToolCallRecord,
+    ToolCallStart,
+    User,
+    check_files_total,
+    check_pending,
+    first_event_of,
+)
 
 T = TypeVar("T")
 
@@ -605,3 +615,44 @@ class SQLiteStore:
         row = await self._run(lambda c: c.execute("SELECT doc, version FROM notebooks WHERE session_id = ?",
                                                   (session_id,)).fetchone())
         return {**orjson.loads(row[0]), "version": row[1]} if row else None
+
+    async def runner_alive(self, runner_id: str) -> bool:
+        return self._lock.alive(runner_id)
+
+    async def put_notebook_file(self, session_id: str, name: str, data: bytes, info: dict[str, Any], *,
+                                max_total: int | None = None) -> NotebookFile:
+        record = NotebookFile(name, len(data), hashlib.sha256(data).hexdigest(), info, time.time())
+
+        def op(c: sqlite3.Connection) -> None:
+            with _write(c):
+                if c.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+                    raise NotFound("session", f"session {session_id} not found")
+                others = c.execute("SELECT coalesce(sum(size), 0) FROM notebook_files WHERE session_id = ?"
+                                   " AND name <> ?", (session_id, name)).fetchone()[0]
+                check_files_total(name, len(data), int(others), max_total)
+                c.execute("INSERT INTO notebook_files (session_id, name, size, sha256, info, data, created_at)"
+                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (session_id, name) DO UPDATE SET"
+                          " size = ?3, sha256 = ?4, info = ?5, data = ?6, created_at = ?7",
+                          (session_id, name, record.size, record.sha256, dumps(info), data, record.created_at))
+
+        await self._run(op)
+        return record
+
+    async def notebook_files(self, session_id: str) -> list[NotebookFile]:
+        rows = await self._run(lambda c: c.execute(
+            "SELECT name, size, sha256, info, created_at FROM notebook_files WHERE session_id = ? ORDER BY name",
+            (session_id,)).fetchall())
+        return [NotebookFile(r[0], r[1], r[2], orjson.loads(r[3]), r[4]) for r in rows]
+
+    async def notebook_file_data(self, session_id: str, name: str) -> bytes | None:
+        row = await self._run(lambda c: c.execute(
+            "SELECT data FROM notebook_files WHERE session_id = ? AND name = ?", (session_id, name)).fetchone())
+        return bytes(row[0]) if row else None
+
+    async def delete_notebook_file(self, session_id: str, name: str) -> bool:
+        def op(c: sqlite3.Connection) -> bool:
+            with _write(c):
+                return c.execute("DELETE FROM notebook_files WHERE session_id = ? AND name = ?",
+                                 (session_id, name)).rowcount == 1
+
+        return await self._run(op)

@@ -85,6 +85,8 @@ class ToolExecutor:
         self.on_start = on_start
         """Called with the calls about to run, before any starts (the runner records them
         in the tool-effect ledger)."""
+        self.cancel_notes: dict[str, str] = {}
+        """tool_use_id -> the result a call cancelled while it ran asked for (``ToolContext.cancel_note``)."""
 
     def refusal(self, call: ToolUseBlock) -> str | None:
         """Why a call cannot run at all (before approval or execution), or None."""
@@ -141,9 +143,10 @@ class ToolExecutor:
         except ValueError as exc:
             o.content, o.is_error = str(exc), True
             return
+        ctx = None
         if tool.context_param:
-            args[tool.context_param] = ToolContext(session_id, turn_id, o.call.tool_use_id, self.deps,
-                                                   idempotency_key(turn_id, o.call.tool_use_id))
+            ctx = args[tool.context_param] = ToolContext(session_id, turn_id, o.call.tool_use_id, self.deps,
+                                                         idempotency_key(turn_id, o.call.tool_use_id))
         fn = tool.fn
         deadline = asyncio.timeout(tool.timeout)
         try:
@@ -153,11 +156,17 @@ class ToolExecutor:
                 else:  # a sync tool runs in a worker thread; on time-out or cancel it is left to finish
                     value = await asyncio.to_thread(fn, **args)
                 o.content = truncate(to_text(value), self.max_result_chars)
+        except asyncio.CancelledError:
+            if ctx is not None and ctx.cancel_note:
+                self.cancel_notes[o.call.tool_use_id] = ctx.cancel_note
+            raise
         except TimeoutError as exc:
             if not deadline.expired():  # the tool's own TimeoutError, not our deadline
                 self._failed(o, tool, exc)
             else:
                 o.content, o.is_error = f"Tool execution timed out after {format_seconds(tool.timeout)}", True
+                if ctx is not None and ctx.cancel_note:
+                    o.content += f". {ctx.cancel_note}"
         except Exception as exc:
             self._failed(o, tool, exc)
 

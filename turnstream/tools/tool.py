@@ -33,6 +33,10 @@ class ToolContext:
     idempotency_key: str = ""
     """The same on every attempt of this call (a restart after a crash runs an idempotent
     tool again): pass it to the systems the tool writes to, so they apply the effect once."""
+    cancel_note: str | None = None
+    """What the call's result says if it is cancelled while it runs (a cancelled turn): a tool
+    that started something sets it to say what became of that. Unset, the result says the
+    call did not finish."""
 
 
 @dataclass(slots=True)

@@ -7,6 +7,7 @@ as text (tables as a plain preview, figures as a one-line summary) and long text
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 from ..notebook import NotebookManager, Output, RunReport
@@ -63,12 +64,15 @@ def _outputs(cell: dict[str, Any]) -> list[dict[str, Any]]:
 @tool(idempotent=True)
 async def get_notebook_state(ctx: ToolContext, include_outputs: bool = False) -> dict[str, Any]:
     """List the notebook's cells in order: id, language, code, status, whether each is stale,
-    the names it defines and uses, and the cells it depends on.
+    the names it defines and uses, and the cells it depends on; and the data files the user
+    uploaded (each is loaded as a DataFrame named `variable` when a cell uses that name).
 
     Args:
         include_outputs: Also include each cell's outputs (as text).
     """
-    state = await _manager(ctx).state(ctx.session_id, include_outputs=include_outputs)
+    manager = _manager(ctx)
+    state = await manager.state(ctx.session_id, include_outputs=include_outputs)
+    await manager.mark_seen(ctx.session_id)
     cells = []
     for c in state["cells"]:
         item = {k: c[k] for k in ("id", "language", "code", "status", "stale", "execution_count",
@@ -78,7 +82,10 @@ async def get_notebook_state(ctx: ToolContext, include_outputs: bool = False) ->
         if include_outputs:
             item["outputs"] = _outputs(c)
         cells.append(item)
-    return {"cells": cells, "version": state["version"]}
+    result: dict[str, Any] = {"cells": cells, "version": state["version"]}
+    if state["files"]:
+        result["files"] = [{k: v for k, v in f.items() if k != "sha256"} for f in state["files"]]
+    return result
 
 
 @tool
@@ -109,10 +116,18 @@ async def update_cell(ctx: ToolContext, cell_id: str, code: str) -> dict[str, An
         code: Its new source.
     """
     manager = _manager(ctx)
+    nb = await manager.notebook(ctx.session_id)
+    before = nb.cell(cell_id)
+    unseen, previous = manager.replaced_unseen(nb, before), before.code
     cell = await manager.update_cell(ctx.session_id, cell_id, code)
     state = await manager.state(ctx.session_id, include_outputs=False)
     stale = [c["id"] for c in state["cells"] if c["stale"] and c["id"] != cell.id]
-    return {"cell_id": cell.id, "status": cell.status, "stale_cells": stale}
+    result: dict[str, Any] = {"cell_id": cell.id, "status": cell.status, "stale_cells": stale}
+    if unseen:
+        result["note"] = ("The user changed this cell after you last read the notebook; your code replaced "
+                          "theirs, which is in replaced_code. Keep what they still need.")
+        result["replaced_code"] = previous
+    return result
 
 
 def run_result(report: RunReport) -> dict[str, Any]:
@@ -140,8 +155,28 @@ async def run_cell(ctx: ToolContext, cell_id: str) -> dict[str, Any]:
     Args:
         cell_id: The cell to run.
     """
-    report = await _manager(ctx).run_cell(ctx.session_id, cell_id, timeout=RUN_TIMEOUT)
+    manager = _manager(ctx)
+    report = RunReport(cell={})
+    try:
+        await manager.run_cell(ctx.session_id, cell_id, timeout=RUN_TIMEOUT, report=report)
+    except asyncio.CancelledError:
+        ctx.cancel_note = cancel_note(manager, ctx.session_id, cell_id, report)
+        raise
     return run_result(report)
+
+
+def cancel_note(manager: NotebookManager, session_id: str, cell_id: str, report: RunReport) -> str:
+    """What a ``run_cell`` cancelled with its turn tells the model: which cell had started and
+    how it ended (the manager has ended it by then)."""
+    if not report.started:
+        return f"Not run: this call was stopped before cell {cell_id} started."
+    which = report.interrupted or report.started[-1]
+    cell = manager.cell_snapshot(session_id, which) or {"status": "error", "outputs": []}
+    errors = [o for o in cell.get("outputs") or [] if o.get("type") == "error"]
+    how = f"{errors[-1]['ename']}: {errors[-1]['evalue']}" if errors else f"status {cell['status']}"
+    upstream = f" (it ran as an upstream cell of {cell_id})" if which != cell_id else ""
+    return (f"Cell {which} started running{upstream} and was interrupted when this call was stopped "
+            f"(the turn was cancelled or ran out of time); it ended with {how}")
 
 
 @tool(requires_approval=True, idempotent=True)

@@ -108,3 +108,39 @@ def test_events_and_cancel_through_the_other_process(pair: tuple[Server, Server]
         assert ns == sorted(set(ns))
         stored = [e for e in [first, *rest] if e.event not in ("block_start", "block_delta")]
         assert {e.n for e in stored} <= set(ns)
+
+
+def test_the_notebook_across_processes_files_edits_and_an_interrupt(pair: tuple[Server, Server]) -> None:
+    """A file uploaded to B reaches a run in A's kernel; an edit made in B is what A runs; a
+    cell running in A is interrupted through B (over the bus), and A's tabs see it end."""
+    import threading
+    import time
+
+    from .test_notebook_api import CSV, add_cell, cells, nb_url, upload
+
+    a, b = pair
+    with a.client() as ca, b.client() as cb:
+        sid = new_session(ca)
+        assert upload(cb, sid, ("sales.csv", CSV)).status_code == 201
+        cell = add_cell(ca, sid, "int(sales.units.sum())")
+        assert ca.post(nb_url(sid, f"/cells/{cell['id']}/run")).json()["cell"]["outputs"] == [
+            {"type": "text", "text": "290"}]
+        cb.patch(nb_url(sid, f"/cells/{cell['id']}"), json={"code": "import time\ntime.sleep(60)"})
+        box: dict[str, object] = {}
+
+        def run() -> None:
+            with a.client(timeout=60) as c2:
+                box["run"] = c2.post(nb_url(sid, f"/cells/{cell['id']}/run")).json()
+
+        runner = threading.Thread(target=run)
+        runner.start()
+        deadline = time.monotonic() + 20
+        while cells(cb, sid)[0]["status"] != "running":  # B reads A's save
+            assert time.monotonic() < deadline, "the cell never ran"
+            time.sleep(0.02)  # polling the other process's view, with a deadline
+        r = cb.post(nb_url(sid, f"/cells/{cell['id']}/interrupt"))
+        assert r.json() == {"cell_id": cell["id"], "status": "interrupting"}
+        runner.join(30)
+        ended = box["run"]["cell"]  # type: ignore[index]
+        assert ended["status"] == "error" and ended["outputs"][-1]["interrupted"] is True
+        assert cells(cb, sid)[0]["status"] == "error"

@@ -118,7 +118,7 @@ def test_no_filter_for_an_unknown_machine() -> None:
 
 
 def test_a_root_server_refuses_files_its_kernels_could_not_read(tmp_path: Path) -> None:
-    for name in ("python3", "child.py", "sqltext.py"):
+    for name in ("python3", "child.py", "sqltext.py", "files.py"):
         (tmp_path / name).write_text("")
         (tmp_path / name).chmod(0o644)
     runtime = Runtime(str(tmp_path / "python3"), (str(tmp_path),), (str(tmp_path),), (), None)

@@ -1,0 +1,164 @@
+"""A notebook as a Jupyter notebook (nbformat v4), both ways.
+
+Export (``to_ipynb``): a notebook that runs in a plain Jupyter kernel with its data files
+beside it.
+
+* When the notebook has data files, a first cell reads each into its variable, as the kernel
+  does on demand (``files.load_expr``); it is marked ``metadata.turnstream.role = "files"``.
+* A Python cell is a code cell; a SQL cell is a code cell that runs the same statement
+  through DuckDB over the notebook's DataFrames (DuckDB finds them by name, as the kernel's
+  SQL cells do), with ``{{name}}`` parameters bound the same way, its result stored under its
+  ``-- name:`` and shown. Each cell keeps its id, language and (for SQL) its own code under
+  ``metadata.turnstream``, which is what the import reads back.
+* Outputs go along: printed text as ``stream``, values as ``execute_result`` (``text/plain``,
+  tables also ``text/html``), Plotly figures as ``display_data`` with the
+  ``application/vnd.plotly.v1+json`` bundle, errors as ``error``.
+
+Import (``from_ipynb``): code cells become Python cells (SQL cells when their metadata says so),
+markdown and raw cells become Python cells of comments (this notebook has no text cells; the
+words are kept), outputs come along where they map, and nothing is run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, cast
+
+from ..errors import InvalidValue, MissingExtraError
+from . import sqltext
+from .files import FileInfo, load_expr
+from .model import Cell, Output, new_cell_id
+
+MIME_PLOTLY = "application/vnd.plotly.v1+json"
+SQL_HEADER = "# SQL cell (turnstream): the statement runs in DuckDB over this notebook's DataFrames."
+
+
+def _nbformat() -> Any:
+    try:
+        import nbformat
+    except ImportError as exc:
+        raise MissingExtraError("notebook", "nbformat") from exc
+    return nbformat
+
+
+def _py_string(text: str) -> str:
+    """``text`` as a Python string literal that reads well (triple quotes when it can)."""
+    if '"""' not in text and not text.endswith(('"', "\\")) and "\\" not in text:
+        return f'"""{text}"""'
+    return repr(text)
+
+
+def sql_source(code: str) -> str:
+    """The Python that runs SQL cell ``code`` in Jupyter."""
+    pos = sqltext.to_positional(code)
+    params = f", [{', '.join(pos.names)}]" if pos.names else ""
+    query = f"duckdb.execute({_py_string(pos.sql.strip())}{params}).df()"
+    name = sqltext.result_name(code)
+    body = f"{name} = {query}\n{name}" if name else query
+    return f"{SQL_HEADER}\nimport duckdb\n\n{body}"
+
+
+def files_source(files: Sequence[FileInfo]) -> str:
+    lines = ["# The data files of this notebook (turnstream): keep them beside this .ipynb.",
+             "import pandas as pd"]
+    if any(f.format == "parquet" for f in files):
+        lines.append("import duckdb")
+    lines += [f"{f.variable} = {load_expr(f.format, f.name)}" for f in files]
+    return "\n".join(lines)
+
+
+def _outputs(outputs: Sequence[Output], count: int | None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for o in outputs:
+        if o["type"] in ("stdout", "stderr"):
+            out.append({"output_type": "stream", "name": o["type"], "text": o["text"]})
+        elif o["type"] == "text":
+            out.append({"output_type": "execute_result", "execution_count": count, "metadata": {},
+                        "data": {"text/plain": o["text"]}})
+        elif o["type"] == "table":
+            out.append({"output_type": "execute_result", "execution_count": count, "metadata": {},
+                        "data": {"text/html": o["html"], "text/plain": o["text"]}})
+        elif o["type"] == "plotly":
+            out.append({"output_type": "display_data", "metadata": {},
+                        "data": {MIME_PLOTLY: o["figure"], "text/plain": "<Plotly figure>"}})
+        elif o["type"] == "error":
+            out.append({"output_type": "error", "ename": o["ename"], "evalue": o["evalue"],
+                        "traceback": o["traceback"].splitlines()})
+    return out
+
+
+def to_ipynb(cells: Sequence[Cell], files: Sequence[FileInfo], *, title: str = "") -> dict[str, Any]:
+    """The notebook as an nbformat v4 document (validated)."""
+    nbformat = _nbformat()
+    v4 = nbformat.v4
+    nb = v4.new_notebook()
+    nb.metadata.update({"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+                        "language_info": {"name": "python"},
+                        "turnstream": {"title": title, "format": 1}})
+    if files:
+        setup = v4.new_code_cell(files_source(files))
+        setup.metadata["turnstream"] = {"role": "files"}
+        nb.cells.append(setup)
+    for cell in cells:
+        source = sql_source(cell.code) if cell.language == "sql" else cell.code
+        code = v4.new_code_cell(source, execution_count=cell.execution_count)
+        meta: dict[str, Any] = {"id": cell.id, "language": cell.language}
+        if cell.language == "sql":
+            meta["code"] = cell.code
+        code.metadata["turnstream"] = meta
+        code.outputs = [nbformat.from_dict(o) for o in _outputs(cell.outputs, cell.execution_count)]
+        nb.cells.append(code)
+    nbformat.validate(nb)
+    return cast(dict[str, Any], json.loads(nbformat.writes(nb)))
+
+
+def _import_outputs(outputs: list[Any]) -> list[Output]:
+    out: list[Output] = []
+    for o in outputs:
+        kind = o.get("output_type")
+        if kind == "stream" and o.get("name") in ("stdout", "stderr"):
+            out.append({"type": o["name"], "text": str(o.get("text", ""))})
+        elif kind == "error":
+            out.append({"type": "error", "ename": str(o.get("ename", "")), "evalue": str(o.get("evalue", "")),
+                        "traceback": "\n".join(o.get("traceback") or [])})
+        elif kind in ("execute_result", "display_data"):
+            data = o.get("data") or {}
+            if isinstance(data.get(MIME_PLOTLY), dict):
+                out.append({"type": "plotly", "figure": dict(data[MIME_PLOTLY])})
+            elif "text/plain" in data:
+                out.append({"type": "text", "text": str(data["text/plain"])})
+    return out
+
+
+def from_ipynb(raw: bytes) -> list[Cell]:
+    """The cells of a Jupyter notebook (any nbformat version nbformat reads, converted to v4).
+    ``InvalidValue`` (field ``notebook``) when it is not a valid notebook."""
+    nbformat = _nbformat()
+    try:
+        nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
+        nbformat.validate(nb)
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InvalidValue("notebook", f"not a Jupyter notebook: {exc}") from None
+    except nbformat.ValidationError as exc:
+        raise InvalidValue("notebook", f"not a valid Jupyter notebook: {exc.message}") from None
+    cells: list[Cell] = []
+    for c in nb.cells:
+        meta = (c.get("metadata") or {}).get("turnstream") or {}
+        source = c.get("source") or ""
+        if meta.get("role") == "files":
+            continue  # the data files are uploaded on their own
+        if c.cell_type == "code":
+            if meta.get("language") == "sql" and isinstance(meta.get("code"), str):
+                cells.append(Cell(new_cell_id(), meta["code"], "sql", edited_by="user",
+                                  outputs=_import_outputs(c.get("outputs") or [])))
+            else:
+                cells.append(Cell(new_cell_id(), source, "python", edited_by="user",
+                                  outputs=_import_outputs(c.get("outputs") or [])))
+        else:
+            text = "\n".join(f"# {line}".rstrip() for line in source.splitlines())
+            cells.append(Cell(new_cell_id(), f"# ({c.cell_type} cell)\n{text}", "python", edited_by="user"))
+    return cells
+
+
+__all__ = ["MIME_PLOTLY", "from_ipynb", "sql_source", "to_ipynb"]

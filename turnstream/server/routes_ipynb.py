@@ -1,0 +1,63 @@
+"""The notebook as a Jupyter ``.ipynb`` file: export it, import one into an empty notebook
+(``notebook/ipynb.py`` says how cells, SQL and outputs map)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from starlette.requests import ClientDisconnect
+from starlette.responses import JSONResponse, Response
+
+from ..errors import ApiError
+from ..notebook.ipynb import from_ipynb, to_ipynb
+from .api import API, MAX_BODY, Call, Reply
+from .errors import conflict, invalid_field, too_large
+from .models import ImportOut
+from .routes_notebook import session_notebook
+
+IPYNB = "application/x-ipynb+json"
+PATH = "/api/sessions/{session_id}/notebook.ipynb"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+@API.route("GET", PATH, summary="The notebook as a Jupyter notebook (nbformat 4, outputs included)",
+           replies={200: Reply("The .ipynb document.", media_type=IPYNB)})
+async def export_ipynb(call: Call) -> Response:
+    manager, sid = await session_notebook(call)
+    session = await call.state.store.get_session(sid)
+    title = session.title if session is not None else ""
+    nb = await manager.notebook(sid)
+    files = await manager.files.infos(sid)
+    doc = await asyncio.to_thread(to_ipynb, list(nb.cells), files, title=title)
+    stem = _UNSAFE.sub("-", title).strip("-")[:60] or sid
+    return JSONResponse(doc, media_type=IPYNB,
+                        headers={"Content-Disposition": f'attachment; filename="{stem}.ipynb"'})
+
+
+@API.route("POST", PATH, summary="Import a Jupyter notebook into this session's empty notebook (nothing runs)",
+           raw_body={IPYNB: {"schema": {"type": "object"}}, "application/json": {"schema": {"type": "object"}}},
+           replies={201: Reply("The imported cells.", ImportOut),
+                    409: Reply("The notebook already has cells."), 413: Reply("Larger than 16 MiB.")})
+async def import_ipynb(call: Call) -> Response:
+    manager, sid = await session_notebook(call)
+    raw = b""
+    try:
+        async for chunk in call.request.stream():
+            raw += chunk
+            if len(raw) > MAX_BODY:
+                raise too_large(f"the notebook is larger than {MAX_BODY} bytes")
+    except ClientDisconnect:
+        raise ApiError(400, "client_disconnect", "the client went away before sending its body") from None
+    if not raw.strip():
+        raise invalid_field(["body"], "send the .ipynb document as the body")
+    cells = await asyncio.to_thread(from_ipynb, raw)
+    nb = await manager.notebook(sid)
+    if nb.cells:
+        raise conflict(f"this notebook already has {len(nb.cells)} cells; import into a new session, or delete "
+                       "them first")
+    await manager.replace_cells(sid, cells)
+    return JSONResponse({"cells": [c.to_dict() for c in cells]}, status_code=201)
+
+
+__all__ = ["IPYNB"]
