@@ -30,6 +30,20 @@ def alive(pid: int) -> bool:
     return stat is not None and stat[0] not in ("Z", "X")
 
 
+def parent(pid: int) -> int | None:
+    """The parent's pid, or None when the process is gone."""
+    stat = _stat(pid)
+    return None if stat is None else stat[1]
+
+
+def session(pid: int) -> int | None:
+    """The session id, or None when the process is gone."""
+    try:
+        return os.getsid(pid)
+    except ProcessLookupError:
+        return None
+
+
 def living(pids: Iterable[int]) -> set[int]:
     return {p for p in pids if alive(p)}
 
