@@ -82,10 +82,11 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def mock_provider(tmp: Path) -> AsyncIterator[str]:
-    """``turnstream mock-provider`` with the scenario, in a subprocess; its base URL."""
+async def mock_provider(tmp: Path, doc: dict[str, Any] | None = None) -> AsyncIterator[str]:
+    """``turnstream mock-provider`` playing ``doc`` (this bench's scenario when None), in a
+    subprocess; its base URL."""
     path = tmp / "scenario.json"
-    path.write_text(json.dumps(scenario()))
+    path.write_text(json.dumps(doc if doc is not None else scenario()))
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "turnstream.cli", "mock-provider", "--port", str(port),
                              "--scenario", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -74,6 +74,9 @@ def main() -> int:
         quick = ["--rounds", "1", "--turns", "5", "--warmup", "2"] if a.quick else []
         failed |= run([py, str(REPO / "bench" / "persistence_bench.py"), *quick])
 
+    step("prompt cache: input tokens read and written per step of a 3-step turn (turnstream mock-provider)")
+    failed |= run([py, str(REPO / "bench" / "cache_bench.py")])
+
     step("client CPU by adapter: anthropic, openai, openai-responses (turnstream mock-provider)")
     failed |= run([py, str(REPO / "bench" / "provider_cpu.py"), "--n", "10" if a.quick else "50"])
 

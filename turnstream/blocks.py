@@ -17,12 +17,24 @@ StopReason: TypeAlias = Literal["end_turn", "tool_use", "max_tokens", "stop_sequ
 
 TurnStopReason: TypeAlias = Literal[
     "end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn",
-    "max_steps", "awaiting_client", "cancelled", "error",
+    "max_steps", "budget", "awaiting_client", "cancelled", "error",
 ]
 """Why a turn handed control back: a step's stop reason, or one the loop decided."""
 
 TurnStatus: TypeAlias = Literal["running", "awaiting_client", "complete", "failed", "cancelled", "interrupted"]
-BlockType: TypeAlias = Literal["text", "thinking", "redacted_thinking", "tool_use", "tool_result", "provider"]
+BlockType: TypeAlias = Literal["text", "thinking", "redacted_thinking", "tool_use", "tool_result", "provider", "user"]
+
+
+class Attachment(BaseModel):
+    """An image or a file in a message or a tool result: a reference to bytes stored once,
+    by content hash, in the store's blobs (``Store.put_blob``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sha256: str
+    media_type: str
+    size: int
+    name: str | None = None
 
 
 class _Block(BaseModel):
@@ -32,6 +44,9 @@ class _Block(BaseModel):
     """Position of the block inside its turn: 0, 1, 2… without gaps."""
     step: int = 0
     """The provider call (1-based) that produced this block; tool results share their call's step."""
+    agent: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The agent that produced the block (a tool result: the agent that made the call), in a
+    session of several agents (docs/agents.md); left out when the session has one."""
 
 
 class TextBlock(_Block):
@@ -81,6 +96,17 @@ class ToolResultBlock(_Block):
     tool_use_id: str
     content: str
     is_error: bool = False
+    attachments: list[Attachment] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """Images the tool returned besides its text (serialised only when there are some)."""
+
+
+class UserBlock(_Block):
+    """What the user added to a turn besides its input text: the input's attachments (step 0),
+    or a message sent while the turn ran (after the results of the step it followed)."""
+
+    type: Literal["user"] = "user"
+    text: str = ""
+    attachments: list[Attachment] = Field(default_factory=list)
 
 
 class ProviderBlock(_Block):
@@ -94,7 +120,7 @@ class ProviderBlock(_Block):
 
 
 Block: TypeAlias = Annotated[
-    TextBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock | ToolResultBlock | ProviderBlock,
+    TextBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock | ToolResultBlock | ProviderBlock | UserBlock,
     Field(discriminator="type"),
 ]
 BLOCK_ADAPTER: TypeAdapter[Block] = TypeAdapter(Block)
@@ -159,12 +185,17 @@ class Session(BaseModel):
     model: str = ""
     toolset: str | None = None
     created_at: float = 0.0
+    agents: list[dict[str, Any]] | None = None
+    """The session's agents as configured (docs/agents.md), or None for a one-model session."""
+    current_agent: str | None = None
+    """The agent that answers the next message (changed by a hand-off)."""
     turns: list[Turn] = Field(default_factory=list)
 
 
 __all__ = [
     "BLOCKS_ADAPTER",
     "BLOCK_ADAPTER",
+    "Attachment",
     "Block",
     "BlockType",
     "ProviderBlock",
@@ -179,4 +210,5 @@ __all__ = [
     "TurnStatus",
     "TurnStopReason",
     "Usage",
+    "UserBlock",
 ]

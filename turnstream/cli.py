@@ -81,6 +81,45 @@ def _cmd_users(args: argparse.Namespace, settings: Settings) -> int:
         return 1
 
 
+def _cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
+    import orjson
+
+    from .audit import Redactor, jsonl_records, session_audit
+    from .store import open_store
+
+    db = settings.db
+    if db.kind == "sqlite" and db.persistent and not Path(db.target).is_file():
+        print(f"turnstream audit: there is no database at {db.target} (--db / TURNSTREAM_DB name the one "
+              "to read)", file=sys.stderr)
+        return 1
+
+    async def read() -> dict[str, Any] | None:
+        store = open_store(db)
+        await store.open()
+        try:
+            if await store.get_session(args.session_id) is None:
+                return None
+            return await session_audit(store, args.session_id)
+        finally:
+            await store.aclose()
+
+    try:
+        audit = asyncio.run(read())
+    except StoreError as exc:
+        print(f"turnstream audit: {exc}", file=sys.stderr)
+        return 1
+    if audit is None:
+        print(f"turnstream audit: no session {args.session_id} in {db}", file=sys.stderr)
+        return 1
+    redacted = Redactor(settings.audit_redact).value(audit)
+    if args.jsonl:
+        for record in jsonl_records(redacted):
+            sys.stdout.write(orjson.dumps(record).decode() + "\n")
+    else:
+        sys.stdout.write(orjson.dumps(redacted, option=orjson.OPT_INDENT_2).decode() + "\n")
+    return 0
+
+
 def _flag(parser: argparse.ArgumentParser, name: str, defaults: Settings, *, type_: Any = str) -> None:
     """Add the flag of setting ``name``; its default stays None ("not given") so that the
     environment's value, already in ``defaults``, is kept unless the flag is used."""
@@ -108,6 +147,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     _flag(s, "db", d)
     _flag(s, "model", d)
     _flag(s, "tools", d)
+    _flag(s, "agents", d, type_=Path)
     s.set_defaults(fn=_cmd_serve)
 
     c = sub.add_parser("chat", help="terminal chat")
@@ -134,6 +174,17 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
                         "chat names when you leave it")
     _flag(r, "db", d)
     r.set_defaults(fn=_cmd_replay)
+
+    a = sub.add_parser("audit", help="export a session's audit trail of tool calls", formatter_class=_Examples,
+                       description="Print every tool call of a session with its input, result, start, end and "
+                                   "duration, and who approved or denied it, when and why; API keys and the "
+                                   "patterns of TURNSTREAM_AUDIT_REDACT are redacted. Only reads.",
+                       epilog="examples:\n  turnstream audit ses_3f0c9d… --db sqlite:///turnstream.db\n"
+                              "  turnstream audit ses_3f0c9d… --jsonl > audit.jsonl")
+    a.add_argument("session_id", metavar="SESSION_ID", help="the session's id (ses_…)")
+    a.add_argument("--jsonl", action="store_true", help="one JSON object per line (grants, then tool runs)")
+    _flag(a, "db", d)
+    a.set_defaults(fn=_cmd_audit)
 
     u = sub.add_parser("users", help="manage the users of a server's database",
                        description="Manage the users of a server's database.")

@@ -115,6 +115,25 @@ class RemoteAPI:
         except ValueError:
             raise RemoteError(f"the server's answer to {method} {path} is not JSON") from None
 
+    async def post_message(self, path: str, body: dict[str, Any]) -> tuple[int, Any, httpx.Headers]:
+        """POST ``body`` to a route that answers JSON or an event stream: the status, the JSON
+        (None for a stream, which is closed unread: what it streams is read elsewhere) and the
+        headers."""
+        try:
+            async with self._client.stream("POST", path, json=body,
+                                           headers={"Accept": "text/event-stream"}) as r:
+                if r.status_code >= 400:
+                    raise _server_error(r.status_code, await r.aread())
+                if r.headers.get("content-type", "").startswith("text/event-stream"):
+                    return r.status_code, None, r.headers
+                content = await r.aread()
+        except httpx.TransportError as exc:
+            raise RemoteError(f"cannot reach the server at {self.base_url}: {_transport_message(exc)}") from None
+        try:
+            return r.status_code, json.loads(content), r.headers
+        except ValueError:
+            raise RemoteError(f"the server's answer to POST {path} is not JSON") from None
+
     async def events(self, method: str, path: str, *, body: dict[str, Any] | None = None,
                      last_event_id: str | None = None,
                      on_headers: Callable[[httpx.Headers], None] | None = None) -> AsyncGenerator[SSEEvent, None]:

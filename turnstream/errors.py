@@ -40,7 +40,10 @@
     │   ├── PathOutsideRootError   a path that leaves the tool's root directory
     │   ├── NotATextFileError      a file that is binary, not a regular file, or too large
     │   ├── CalculatorError        an expression the calculator does not take
-    │   └── UnknownCellError       no notebook cell with that id
+    │   ├── UnknownCellError       no notebook cell with that id
+    │   ├── MCPToolError           an MCP server answered a call with ``isError``
+    │   └── MCPServerError         an MCP call got no result (unreachable, stopped, protocol error)
+    ├── InputNeeded                a tool asks the user for input (an MCP elicitation): the turn pauses
     ├── ApiError                   an HTTP answer other than success, raised below a server route
     └── SimulatedFault             the mock provider cuts a connection on purpose (a scripted fault)
 
@@ -49,6 +52,9 @@ Some leaves also derive from the built-in exception a caller would expect (``Not
 so ``except KeyError`` keeps working. Foreign exceptions (httpx, json, the database drivers)
 are mapped where they enter, with ``raise … from``. The server maps these classes to HTTP
 statuses by type (``server/errors.py``), never by reading their messages.
+
+Why one module of this size: the tree is one thing to read; a caller looks up every class
+turnstream may raise in one place.
 """
 
 from __future__ import annotations
@@ -79,6 +85,17 @@ class InvalidValue(UsageError, ValueError):
         super().__init__(message)
         self.field = field
         self.message = message
+
+
+class ContentRejected(UsageError, ValueError):
+    """An image or file a message cannot take (content.py): ``field`` names it (e.g.
+    ``["parts", 1, "data"]``); ``status`` is 413 (too large, too many) or 422 (a type or bytes
+    not accepted)."""
+
+    def __init__(self, field: list[str | int], message: str, status: int = 422) -> None:
+        super().__init__(message)
+        self.field = field
+        self.status = status
 
 
 # --- the state says no --------------------------------------------------------------------------
@@ -292,6 +309,34 @@ class ToolInputError(ToolError, ValueError):
     """The arguments do not match the tool's schema; the message lists each problem."""
 
 
+class MCPToolError(ToolError):
+    """The MCP server answered the call with ``isError`` (the text is the server's)."""
+
+
+class MCPServerError(ToolError):
+    """An MCP call got no result: the server could not be reached, stopped during the call,
+    or answered with a protocol error."""
+
+
+class InputNeeded(TurnstreamError):
+    """Raised by a tool that needs the user's input to go on (an MCP server's elicitation).
+
+    The turn pauses ``awaiting_client`` with a ``tool_request`` carrying ``message`` and
+    ``requested_schema`` (JSON Schema of the answer); the client answers through the
+    tool-results route, and the call runs again with ``ToolContext.answer`` set. ``state`` is
+    stored with the request and handed back in the answer (opaque to everyone but the tool)."""
+
+    def __init__(self, message: str, requested_schema: dict[str, Any], state: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.requested_schema = requested_schema
+        self.state = state
+
+    def request(self) -> dict[str, Any]:
+        """The ``elicitation`` object of the ``tool_request`` event."""
+        return {"message": self.message, "requested_schema": self.requested_schema, "state": self.state}
+
+
 class PathOutsideRootError(ToolError, PermissionError):
     """A path that resolves outside the tool's root directory."""
 
@@ -335,10 +380,14 @@ __all__ = [
     "AlreadyExists",
     "ApiError",
     "CalculatorError",
+    "ContentRejected",
     "EditConflict",
     "FileTooLarge",
+    "InputNeeded",
     "InvalidValue",
     "KernelError",
+    "MCPServerError",
+    "MCPToolError",
     "MissingExtraError",
     "NotATextFileError",
     "NotFound",

@@ -11,6 +11,9 @@ terminal client decodes what the server sent with ``decode``.
 ``n`` rises by one per event within a turn and, with ``turn_id``, forms the SSE id
 ``<turn_id>:<n>``. ``decode(e.name, e.data(), turn_id=e.turn_id, n=e.n) == e`` for every
 event (``tests/unit/test_events.py`` checks it for generated events of every kind).
+
+Why one module of this size: every event's payload, both ways, in one place, so that what is
+written and what is read back cannot drift apart; each class is small and alike.
 """
 
 from __future__ import annotations
@@ -67,12 +70,24 @@ def _opt_str(value: Any) -> str | None:
     return None if value is None else _str(value)
 
 
+def _opt_dict(value: Any, what: str) -> dict[str, Any] | None:
+    if value is not None and not isinstance(value, dict):
+        raise TypeError(f"{what} must be an object, not {value!r}")
+    return value
+
+
 def _bool(value: Any) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"expected true or false, not {value!r}")
     return value
 
 
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else _int(value)
+
+
+BudgetScope: TypeAlias = Literal["turn", "session", "user_day"]
+_SCOPES: tuple[str, ...] = get_args(BudgetScope)
 _BLOCK_TYPES: tuple[str, ...] = get_args(BlockType)
 _EXECUTORS: tuple[str, ...] = get_args(Executor)
 _STATUSES: tuple[str, ...] = get_args(TurnStatus)
@@ -103,13 +118,19 @@ class StepStart(_Event):
     """1-based number of the step within the turn."""
     max_steps: int = 0
     """The turn's step limit."""
+    agent: str | None = None
+    """The agent this step runs as, in a session of several agents (sent only when set)."""
 
     def data(self) -> dict[str, Any]:
-        return {"step": self.step, "max_steps": self.max_steps}
+        d: dict[str, Any] = {"step": self.step, "max_steps": self.max_steps}
+        if self.agent is not None:
+            d["agent"] = self.agent
+        return d
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> StepStart:
-        return cls(step=_int(data["step"]), max_steps=_int(data["max_steps"]), turn_id=turn_id, n=n)
+        return cls(step=_int(data["step"]), max_steps=_int(data["max_steps"]), agent=_opt_str(data.get("agent")),
+                   turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
@@ -123,12 +144,16 @@ class BlockStart(_Event):
     """For ``tool_use`` and ``tool_result`` blocks: the call's id."""
     tool_name: str | None = None
     """For ``tool_use`` and ``tool_result`` blocks: the tool's name (``name`` on the wire)."""
+    agent: str | None = None
+    """The agent producing the block, in a session of several agents (sent only when set)."""
 
     def data(self) -> dict[str, Any]:
         d: dict[str, Any] = {"index": self.index, "type": self.type}
         if self.tool_use_id is not None:
             d["tool_use_id"] = self.tool_use_id
             d["name"] = self.tool_name
+        if self.agent is not None:
+            d["agent"] = self.agent
         return d
 
     @classmethod
@@ -136,7 +161,7 @@ class BlockStart(_Event):
         tool_use_id = _opt_str(data.get("tool_use_id"))
         return cls(index=_int(data["index"]), type=_literal(data["type"], _BLOCK_TYPES, "type"),
                    tool_use_id=tool_use_id, tool_name=_opt_str(data.get("name")) if tool_use_id is not None else None,
-                   turn_id=turn_id, n=n)
+                   agent=_opt_str(data.get("agent")), turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
@@ -151,10 +176,15 @@ class BlockDelta(_Event):
     """The next fragment of a tool call's arguments, exactly as the model sent it."""
     input: Any = None
     """Best-effort parse of the tool input received so far (tool blocks only)."""
+    output: Any = None
+    """Best-effort parse of a structured answer's text so far (text blocks of an agent with
+    an ``output`` model, docs/structured-output.md; sent only when there is one)."""
 
     def data(self) -> dict[str, Any]:
         if self.partial_json is not None:
             return {"index": self.index, "partial_json": self.partial_json, "input": self.input}
+        if self.output is not None:
+            return {"index": self.index, "text": self.text, "output": self.output}
         return {"index": self.index, "text": self.text}
 
     @classmethod
@@ -163,7 +193,7 @@ class BlockDelta(_Event):
         if "partial_json" in data:
             return cls(index=index, partial_json=_str(data["partial_json"]), input=data.get("input"),
                        turn_id=turn_id, n=n)
-        return cls(index=index, text=_opt_str(data.get("text")), turn_id=turn_id, n=n)
+        return cls(index=index, text=_opt_str(data.get("text")), output=data.get("output"), turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
@@ -185,6 +215,33 @@ class BlockStop(_Event):
                    turn_id=turn_id, n=n)
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetReached:
+    """Where a budget stood when it stopped a turn: the scope whose ceiling was reached, what
+    it spent, its ceiling (with what was granted before), and what approving adds."""
+
+    scope: BudgetScope = "turn"
+    spent_tokens: int = 0
+    spent_nano_usd: int = 0
+    limit_tokens: int | None = None
+    limit_nano_usd: int | None = None
+    extra_tokens: int | None = None
+    """Approving lets the scope spend this many more tokens (None: no token ceiling)."""
+    extra_nano_usd: int | None = None
+
+    def data(self) -> dict[str, Any]:
+        return {"scope": self.scope, "spent_tokens": self.spent_tokens, "spent_nano_usd": self.spent_nano_usd,
+                "limit_tokens": self.limit_tokens, "limit_nano_usd": self.limit_nano_usd,
+                "extra_tokens": self.extra_tokens, "extra_nano_usd": self.extra_nano_usd}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> BudgetReached:
+        return cls(scope=_literal(data["scope"], _SCOPES, "scope"), spent_tokens=_int(data["spent_tokens"]),
+                   spent_nano_usd=_int(data["spent_nano_usd"]), limit_tokens=_opt_int(data["limit_tokens"]),
+                   limit_nano_usd=_opt_int(data["limit_nano_usd"]), extra_tokens=_opt_int(data["extra_tokens"]),
+                   extra_nano_usd=_opt_int(data["extra_nano_usd"]))
+
+
 @dataclass(slots=True)
 class ToolRequest(_Event):
     """The turn waits for the client: to run a client tool, or to approve a server one."""
@@ -199,10 +256,18 @@ class ToolRequest(_Event):
     requires_approval: bool = False
     note: str | None = None
     """Why the user is asked, when there is more to say than the tool's need for approval:
-    a call that may already have run before its server stopped. Sent only when set."""
+    a call that may already have run before its server stopped, or a budget reached. Sent
+    only when set."""
+    elicitation: dict[str, Any] | None = None
+    """A running server tool asks the user for input (an MCP elicitation): ``message``,
+    ``requested_schema`` (JSON Schema of the answer) and ``state`` (opaque; kept for the
+    tool). The answer is ``content`` (a JSON object) or ``approved: false``. Sent only when set."""
+    budget: BudgetReached | None = None
+    """Set when the call waits because the turn reached a budget ceiling (docs/budgets.md):
+    approving it continues the turn with more budget. Sent only when set."""
 
     def data(self) -> dict[str, Any]:
-        d = {
+        d: dict[str, Any] = {
             "tool_use_id": self.tool_use_id,
             "name": self.tool_name,
             "input": self.input,
@@ -211,6 +276,10 @@ class ToolRequest(_Event):
         }
         if self.note is not None:
             d["note"] = self.note
+        if self.elicitation is not None:
+            d["elicitation"] = self.elicitation
+        if self.budget is not None:
+            d["budget"] = self.budget.data()
         return d
 
     @classmethod
@@ -221,6 +290,8 @@ class ToolRequest(_Event):
         return cls(tool_use_id=_str(data["tool_use_id"]), tool_name=_str(data["name"]), input=raw_input,
                    executor=_literal(data["executor"], _EXECUTORS, "executor"),
                    requires_approval=_bool(data["requires_approval"]), note=_opt_str(data.get("note")),
+                   elicitation=_opt_dict(data.get("elicitation"), "elicitation"),
+                   budget=BudgetReached.from_data(data["budget"]) if data.get("budget") is not None else None,
                    turn_id=turn_id, n=n)
 
 
@@ -233,12 +304,20 @@ class ToolApproval(_Event):
     tool_use_id: str = ""
     approved: bool = True
 
+    answer: dict[str, Any] | None = None
+    """The answer to an ``elicitation`` request: ``action`` (accept or decline), ``content``
+    and the request's ``state``; the call runs again with it. Sent only when set."""
+
     def data(self) -> dict[str, Any]:
-        return {"tool_use_id": self.tool_use_id, "approved": self.approved}
+        d: dict[str, Any] = {"tool_use_id": self.tool_use_id, "approved": self.approved}
+        if self.answer is not None:
+            d["answer"] = self.answer
+        return d
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> ToolApproval:
-        return cls(tool_use_id=_str(data["tool_use_id"]), approved=_bool(data["approved"]), turn_id=turn_id, n=n)
+        return cls(tool_use_id=_str(data["tool_use_id"]), approved=_bool(data["approved"]),
+                   answer=_opt_dict(data.get("answer"), "answer"), turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
@@ -255,6 +334,51 @@ class StepRestart(_Event):
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> StepRestart:
         return cls(step=_int(data["step"]), reason=_str(data["reason"]), turn_id=turn_id, n=n)
+
+
+@dataclass(slots=True)
+class StepUsage(_Event):
+    """A step ended: its tokens (cache reads and writes included) and its cost, and the
+    turn's cost so far. Costs are in nano-dollars, 0 for a model without a price."""
+
+    name: ClassVar[str] = "usage"
+    step: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost_nano_usd: int = 0
+    turn_cost_nano_usd: int = 0
+
+    def data(self) -> dict[str, Any]:
+        return {"step": self.step, "usage": self.usage.model_dump(), "cost_nano_usd": self.cost_nano_usd,
+                "turn_cost_nano_usd": self.turn_cost_nano_usd}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> StepUsage:
+        return cls(step=_int(data["step"]), usage=Usage.model_validate(data["usage"]),
+                   cost_nano_usd=_int(data["cost_nano_usd"]), turn_cost_nano_usd=_int(data["turn_cost_nano_usd"]),
+                   turn_id=turn_id, n=n)
+
+
+@dataclass(slots=True)
+class BudgetWarning(_Event):
+    """A budget scope's spending reached the warning fraction of its ceiling (once per scope
+    and ceiling). ``limit_*`` include what the user granted beyond the ceiling."""
+
+    name: ClassVar[str] = "budget_warning"
+    scope: BudgetScope = "turn"
+    spent_tokens: int = 0
+    spent_nano_usd: int = 0
+    limit_tokens: int | None = None
+    limit_nano_usd: int | None = None
+
+    def data(self) -> dict[str, Any]:
+        return {"scope": self.scope, "spent_tokens": self.spent_tokens, "spent_nano_usd": self.spent_nano_usd,
+                "limit_tokens": self.limit_tokens, "limit_nano_usd": self.limit_nano_usd}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> BudgetWarning:
+        return cls(scope=_literal(data["scope"], _SCOPES, "scope"), spent_tokens=_int(data["spent_tokens"]),
+                   spent_nano_usd=_int(data["spent_nano_usd"]), limit_tokens=_opt_int(data["limit_tokens"]),
+                   limit_nano_usd=_opt_int(data["limit_nano_usd"]), turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
@@ -309,16 +433,17 @@ class ErrorEvent(_Event):
 
 StreamEvent: TypeAlias = (
     TurnStart | StepStart | BlockStart | BlockDelta | BlockStop | ToolRequest | ToolApproval | StepRestart
-    | TurnComplete | ErrorEvent
+    | StepUsage | BudgetWarning | TurnComplete | ErrorEvent
 )
 
 EventName: TypeAlias = Literal["turn_start", "step_start", "block_start", "block_delta", "block_stop",
-                               "tool_request", "tool_approval", "step_restart", "turn_complete", "error"]
+                               "tool_request", "tool_approval", "step_restart", "usage", "budget_warning",
+                               "turn_complete", "error"]
 
 EVENT_TYPES: dict[str, type[StreamEvent]] = {
     cls.name: cls
     for cls in (TurnStart, StepStart, BlockStart, BlockDelta, BlockStop, ToolRequest, ToolApproval, StepRestart,
-                TurnComplete, ErrorEvent)
+                StepUsage, BudgetWarning, TurnComplete, ErrorEvent)
 }
 
 
@@ -340,10 +465,14 @@ __all__ = [
     "BlockDelta",
     "BlockStart",
     "BlockStop",
+    "BudgetReached",
+    "BudgetScope",
+    "BudgetWarning",
     "ErrorEvent",
     "EventName",
     "StepRestart",
     "StepStart",
+    "StepUsage",
     "StreamEvent",
     "ToolApproval",
     "ToolRequest",

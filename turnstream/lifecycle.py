@@ -13,8 +13,9 @@ Three things every path of a turn shares, in one place:
   runner will finish (cancelled while it waited for the client, its driving task lost, its
   process gone).
 * ``submit_tool_result`` records a client's answer to a ``tool_request``: a client tool's
-  result, or an approval decision (a denial with the user's reason, when given);
-  ``pending_requests`` says which requests still wait for one.
+  result, or an approval decision (a denial with the user's reason, when given), kept in
+  the audit trail with who took it and when, and an "always allow" that grants the tool
+  for the rest of the session; ``pending_requests`` says which requests still wait for one.
 
 The caller of ``close_out_stored`` must own the turn: it is ``running`` (or was just taken
 from ``awaiting_client`` with ``claim_turn``) and nobody else drives it.
@@ -23,9 +24,13 @@ from ``awaiting_client`` with ``claim_turn``) and nobody else drives it.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from .blocks import Block, ToolResultBlock, ToolUseBlock, Turn, TurnStatus, TurnStopReason, Usage
+import orjson
+
+from .blocks import Attachment, Block, ToolResultBlock, ToolUseBlock, Turn, TurnStatus, TurnStopReason, Usage
 from .errors import InvalidValue, NotFound, SeqConflictError, StoreWriteError, TurnNotWaiting, TurnTakenOver
 from .events import (
     BlockDelta,
@@ -33,12 +38,13 @@ from .events import (
     BlockStop,
     ErrorEvent,
     StepStart,
+    StepUsage,
     StreamEvent,
     ToolApproval,
     ToolRequest,
     TurnComplete,
 )
-from .store.protocol import Store, StoredEvent
+from .store.protocol import DecisionSource, Store, StoredEvent, ToolDecision
 from .tools.executor import DENIED
 from .transcript import INTERRUPTED_RESULT
 
@@ -48,6 +54,9 @@ EventSink = Callable[[StreamEvent], None]
 
 NOT_REPEATED = ("Not run again: this call may already have run before the server stopped, and the user "
                 "chose not to repeat it. Check its effect before you rely on it.")
+
+BUDGET_DECLINED = ("Not run: the turn reached its budget and the user chose not to spend more. "
+                   "Answer now with what you have.")
 
 SUBMIT_ATTEMPTS = 5
 """Tries to store an answer when other writers keep taking the turn's next number."""
@@ -73,6 +82,9 @@ class TurnRecorder:
         self.on_event = on_event
         self.turn: Turn | None = None
         """The finished turn, once ``finish`` ran."""
+        self.agent: str | None = None
+        """The agent now speaking, in a session of several agents: stamped on each step start,
+        block start and new block (docs/agents.md)."""
         self._pending: list[StoredEvent] = []
         """Stored events held back for the turn's next write (see ``emit``)."""
 
@@ -99,9 +111,14 @@ class TurnRecorder:
         in between loses only that event)."""
         self.n += 1
         ev.turn_id, ev.n = self.turn_id, self.n
+        if self.agent is not None:
+            if type(ev) is StepStart or type(ev) is BlockStart:
+                ev.agent = self.agent
+            elif type(ev) is BlockStop and ev.block is not None and ev.block.agent is None:
+                ev.block.agent = self.agent
         if type(ev) is not BlockDelta and type(ev) is not BlockStart:
             stored = StoredEvent.of(ev)
-            if type(ev) is StepStart and self.on_event is None:
+            if (type(ev) is StepStart or type(ev) is StepUsage) and self.on_event is None:
                 self._pending.append(stored)
                 return
             pending, self._pending = self._pending, []
@@ -132,9 +149,10 @@ class TurnRecorder:
         self.blocks.append(block)
         await self.emit(BlockStop(index=block.seq, block=block))
 
-    async def add_result(self, call: ToolUseBlock, content: str, is_error: bool) -> None:
+    async def add_result(self, call: ToolUseBlock, content: str, is_error: bool,
+                         attachments: Sequence[Attachment] = ()) -> None:
         await self.add_block(ToolResultBlock(seq=len(self.blocks), step=call.step, tool_use_id=call.tool_use_id,
-                                             content=content, is_error=is_error))
+                                             content=content, is_error=is_error, attachments=list(attachments)))
 
     def tool_name(self, tool_use_id: str) -> str | None:
         for b in self.blocks:
@@ -199,18 +217,45 @@ def completion(turn: Turn, n: int) -> TurnComplete:
                         steps=max((b.step for b in turn.blocks), default=0), turn_id=turn.id, n=n)
 
 
-async def _requests(store: Store, turn_id: str) -> tuple[dict[str, ToolRequest], set[str]]:
-    """The turn's tool requests by call id, and the calls approved so far."""
+async def _requests(store: Store, turn_id: str) -> tuple[dict[str, ToolRequest], dict[str, ToolApproval]]:
+    """The turn's latest tool request of each call, and the approvals (or answers) given
+    since it, by call id. A call asked again after its approval (a tool that asks the user
+    for input once it runs) is open again."""
     requests: dict[str, ToolRequest] = {}
-    approvals: set[str] = set()
+    approvals: dict[str, ToolApproval] = {}
     for stored in await store.events_after(turn_id, 0):
         if stored.name in ("tool_request", "tool_approval"):
             ev = stored.event()
             if isinstance(ev, ToolRequest):
                 requests[ev.tool_use_id] = ev
+                approvals.pop(ev.tool_use_id, None)
             elif isinstance(ev, ToolApproval):
-                approvals.add(ev.tool_use_id)
+                approvals[ev.tool_use_id] = ev
     return requests, approvals
+
+
+async def approvals_given(store: Store, turn_id: str) -> dict[str, ToolApproval]:
+    """The approvals (and answers to ``elicitation`` requests) that settle a turn's open calls."""
+    return (await _requests(store, turn_id))[1]
+
+
+def _elicitation_answer(req: ToolRequest, content: str | None, approved: bool | None) -> dict[str, Any]:
+    """The answer to a tool's question (``ToolRequest.elicitation``): ``content`` (a JSON
+    object) accepts, ``approved: false`` declines."""
+    assert req.elicitation is not None
+    state = req.elicitation.get("state")
+    if approved is False:
+        return {"action": "decline", "state": state}
+    if content is None:
+        raise InvalidValue("content", "content (a JSON object answering the request's requested_schema) or "
+                                      "approved: false is required to answer an elicitation")
+    try:
+        value = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise InvalidValue("content", "the answer to an elicitation must be a JSON object")
+    return {"action": "accept", "content": value, "state": state}
 
 
 async def pending_requests(store: Store, turn: Turn) -> dict[str, ToolRequest]:
@@ -228,7 +273,8 @@ def denial(text: str, reason: str | None) -> str:
 
 async def submit_tool_result(store: Store, turn_id: str, tool_use_id: str, *, content: str | None = None,
                              is_error: bool = False, approved: bool | None = None, reason: str | None = None,
-                             on_event: EventSink | None = None) -> bool:
+                             on_event: EventSink | None = None, decided_by: str = "user", always: bool = False,
+                             source: DecisionSource = "user") -> bool:
     """Record a client's answer to a ``tool_request``: a client tool's result (``content``,
     ``is_error``; ``approved=False`` declines to run it), or an approval decision for a
     server tool (``approved``). A result is stored as the call's ``tool_result`` block, an
@@ -236,10 +282,15 @@ async def submit_tool_result(store: Store, turn_id: str, tool_use_id: str, *, co
     as an ``is_error`` result that carries the user's ``reason`` when one is given. Each
     stored event goes to ``on_event`` after it is stored.
 
+    A decision (an approval, a denial, a client tool declined) is kept in the audit trail
+    with ``decided_by`` (who answered), the time and the reason. ``always`` (with
+    ``approved=True``, for a server tool) allows the tool for the rest of the session: it is
+    granted, and the turn's other calls of that tool that wait for approval are approved too.
+
     Returns True when every pending call of the turn is answered: continue it then.
     Raises ``NotFound`` (no such turn, or no such pending call), ``TurnNotWaiting``,
-    ``InvalidValue`` naming ``content`` or ``approved`` for an answer that does not fit the
-    call, ``SeqConflictError`` when other writers keep getting in first."""
+    ``InvalidValue`` naming ``content``, ``approved`` or ``always`` for an answer that does
+    not fit the call, ``SeqConflictError`` when other writers keep getting in first."""
     for _ in range(SUBMIT_ATTEMPTS):
         turn = await store.get_turn(turn_id)
         if turn is None:
@@ -254,7 +305,15 @@ async def submit_tool_result(store: Store, turn_id: str, tool_use_id: str, *, co
         call = next(b for b in turn.blocks if isinstance(b, ToolUseBlock) and b.tool_use_id == tool_use_id)
         n = await store.last_event_n(turn_id) + 1
         ev_out: StreamEvent
-        if req.executor == "client":
+        answer = None
+        if req.elicitation is not None:
+            if always:
+                raise InvalidValue("always", "always is for server tools that need approval, not a tool's question")
+            answer = _elicitation_answer(req, content, approved)
+            content = None
+        elif req.executor == "client":
+            if always:
+                raise InvalidValue("always", "always is for server tools that need approval, not client tools")
             if approved is False:
                 content, is_error = denial(DENIED, reason), True
             elif content is None:
@@ -263,14 +322,17 @@ async def submit_tool_result(store: Store, turn_id: str, tool_use_id: str, *, co
             raise InvalidValue("approved", "approved (true or false) is required for a tool that needs approval")
         elif approved:
             content = None
+        elif always:
+            raise InvalidValue("always", "always allows a tool: it goes with approved=true only")
         else:
-            content, is_error = denial(NOT_REPEATED if req.note else DENIED, reason), True
+            content, is_error = denial(BUDGET_DECLINED if req.budget else NOT_REPEATED if req.note else DENIED,
+                                       reason), True
         if content is not None:
             block = ToolResultBlock(seq=len(turn.blocks), step=call.step, tool_use_id=tool_use_id,
                                     content=content, is_error=is_error)
             ev_out = BlockStop(index=block.seq, block=block, turn_id=turn_id, n=n)
         else:
-            ev_out = ToolApproval(tool_use_id=tool_use_id, approved=True, turn_id=turn_id, n=n)
+            ev_out = ToolApproval(tool_use_id=tool_use_id, approved=True, answer=answer, turn_id=turn_id, n=n)
         try:
             if isinstance(ev_out, BlockStop):
                 assert ev_out.block is not None
@@ -278,14 +340,39 @@ async def submit_tool_result(store: Store, turn_id: str, tool_use_id: str, *, co
                 answered.add(tool_use_id)
             else:
                 await store.append_event(StoredEvent.of(ev_out))
-                approvals.add(tool_use_id)
+                approvals[tool_use_id] = ev_out
         except SeqConflictError:
             continue
         if on_event is not None:
             on_event(ev_out)
+        if approved is not None:
+            await store.record_tool_decisions(turn_id, [ToolDecision(
+                tool_use_id, req.tool_name, approved, source, decided_by, time.time(),
+                (reason or "").strip() or None, always)])
+        if always:
+            await store.grant_tool(turn.session_id, req.tool_name, decided_by)
+            return await _approve_others(store, turn_id, req, decided_by, on_event)
         return all(t in answered or t in approvals for t in requests)
     raise SeqConflictError(f"could not record the result for {tool_use_id}: too many concurrent writers")
 
 
-__all__ = ["EventSink", "TurnRecorder", "close_out_stored", "completion", "denial", "interrupt_orphans",
-           "pending_requests", "submit_tool_result"]
+async def _approve_others(store: Store, turn_id: str, granted: ToolRequest, granted_by: str,
+                          on_event: EventSink | None) -> bool:
+    """After an "always allow": approve the turn's other calls of that tool waiting for
+    approval (not those that may already have run: their question is another one). True
+    when nothing of the turn waits any more."""
+    turn = await store.get_turn(turn_id)
+    if turn is None:
+        raise NotFound("turn", f"unknown turn {turn_id}")
+    pending = await pending_requests(store, turn)
+    for req in pending.values():
+        if (req.tool_name == granted.tool_name and req.executor == "server" and req.note is None
+                and req.elicitation is None):
+            await submit_tool_result(store, turn_id, req.tool_use_id, approved=True, on_event=on_event,
+                                     decided_by=granted_by, source="session_grant")
+    turn = await store.get_turn(turn_id)
+    return turn is not None and not await pending_requests(store, turn)
+
+
+__all__ = ["EventSink", "TurnRecorder", "approvals_given", "close_out_stored", "completion", "denial",
+           "interrupt_orphans", "pending_requests", "submit_tool_result"]

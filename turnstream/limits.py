@@ -3,8 +3,55 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Literal
 
+from .content import MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS
 from .retry import RetryPolicy
+
+
+def usd(amount: str | int) -> int:
+    """Dollars (``"0.50"``) as the nano-dollars a ``Ceiling`` holds."""
+    nano = Decimal(str(amount)) * 1_000_000_000
+    if nano < 0 or nano != nano.to_integral_value():
+        raise ValueError(f"{amount!r} is not an amount of dollars down to the nano-dollar")
+    return int(nano)
+
+
+@dataclass(frozen=True, slots=True)
+class Ceiling:
+    """How much one scope (a turn, a session, a user's day) may spend; None is no limit."""
+
+    tokens: int | None = None
+    """Tokens processed: every input token (cached or not) and every output token."""
+    nano_usd: int | None = None
+    """Cost in nano-dollars (``usd("0.50")``), priced by ``turnstream.pricing``."""
+
+    @property
+    def set(self) -> bool:
+        return self.tokens is not None or self.nano_usd is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """Spending ceilings, counted in the store so that every process sees the same totals
+    (docs/budgets.md). Checked after each step: a turn over a ceiling runs no more tools
+    until the user approves more, or (``on_limit="answer"``) answers at once with tools off."""
+
+    turn: Ceiling = Ceiling()
+    session: Ceiling = Ceiling()
+    user_day: Ceiling = Ceiling()
+    """Per user and UTC day, over all of the user's sessions and processes."""
+    warn_at: float = 0.8
+    """A ``budget_warning`` event when a scope's spending first reaches this fraction of its ceiling."""
+    on_limit: Literal["ask", "answer"] = "ask"
+    """``ask``: the turn pauses ``awaiting_client`` with an approval request per pending call;
+    approving continues with another ceiling's worth, denying ends with a tools-off answer.
+    ``answer``: the pending calls are not run and one more call, tools off, ends the turn."""
+
+    @property
+    def active(self) -> bool:
+        return self.turn.set or self.session.set or self.user_day.set
 
 
 @dataclass(slots=True)
@@ -24,3 +71,9 @@ class Limits:
     stream_restarts: int = 2
     """How often a step whose stream broke after it started is restarted from the same transcript."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_attachment_bytes: int = MAX_ATTACHMENT_BYTES
+    """The largest image or PDF in a message or a tool result."""
+    max_attachments: int = MAX_ATTACHMENTS
+    """The most images and files in one message or tool result."""
+    budgets: Budgets = field(default_factory=Budgets)
+    """Token and cost ceilings per turn, session and user-day (none by default)."""

@@ -24,16 +24,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+from pydantic import BaseModel
 
+from .agents import Conductor, Persona, Team, thinking_allowed
 from .aio import shielded
 from .assemble import Assembler
-from .blocks import Block, StopReason, ToolUseBlock, Turn, TurnStatus, TurnStopReason
+from .blocks import (
+    Attachment,
+    Block,
+    StopReason,
+    ToolResultBlock,
+    ToolUseBlock,
+    Turn,
+    TurnStatus,
+    TurnStopReason,
+    UserBlock,
+)
+from .budgets import BUDGET_SPENT, Meter
+from .content import ContentRejected, check_parts, store_parts
 from .errors import (
     ProviderError,
     Refused,
@@ -43,15 +57,32 @@ from .errors import (
     TurnNotWaiting,
     TurnTakenOver,
 )
-from .events import BlockDelta, BlockStop, ErrorEvent, StepRestart, StepStart, ToolApproval, ToolRequest, TurnStart
-from .lifecycle import EventSink, TurnRecorder
+from .events import (
+    BlockDelta,
+    BlockStart,
+    BlockStop,
+    BudgetReached,
+    ErrorEvent,
+    StepRestart,
+    StepStart,
+    ToolRequest,
+    TurnStart,
+)
+from .lifecycle import EventSink, TurnRecorder, approvals_given
 from .limits import Limits
-from .providers.base import ModelRequest, Provider, ToolSpec
+from .output import PartialOutputs, Repair, answer_text, output_format, problem
+from .pricing import PRICES, Price
+from .providers.base import Message, ModelRequest, Provider, ProviderEvent, ToolSpec
 from .retry import stream_with_retries
 from .store.protocol import Store, StoredEvent, ToolCallRecord, ToolCallStart
+from .telemetry import telemetry_from_env
 from .tools.executor import Approver, Outcome, ToolExecutor, idempotency_key
 from .tools.tool import Tool
+from .tools.toolset import Toolset, split_tools
 from .transcript import build
+
+if TYPE_CHECKING:
+    from .telemetry.otel import Telemetry
 
 log = logging.getLogger("turnstream.loop")
 
@@ -83,7 +114,8 @@ class RunConfig:
     """What a turn needs besides the store: the model, the tools and the limits."""
 
     provider: Provider
-    tools: Sequence[Tool] = ()
+    tools: Sequence[Tool | Toolset] = ()
+    """Tools, and toolsets (MCP servers) whose tools are listed again before each step."""
     system: str | None = None
     limits: Limits = field(default_factory=Limits)
     approver: Approver | None = None
@@ -92,6 +124,21 @@ class RunConfig:
     """Emit ``block_delta`` events (with best-effort input parses). Off when nobody listens."""
     thinking_budget: int | None = None
     """Ask the model to think first, with this many tokens (Anthropic extended thinking)."""
+    take_queued: bool = True
+    """Give the model, before each step after the first, the messages queued for the session
+    while the turn ran (``Store.queue_message``); off, they wait for the turn to end."""
+    output: type[BaseModel] | None = None
+    """Validate the final answer as this model (docs/structured-output.md)."""
+    team: Team | None = None
+    """Several agents (docs/agents.md): who speaks is decided at each step boundary, and the
+    provider, system prompt, tools, thinking and output above are those of the speaker."""
+    telemetry: Telemetry | None = field(default_factory=telemetry_from_env)
+    """OpenTelemetry spans and metrics (``telemetry/``); None, the default unless the ``OTEL_*``
+    variables ask for it, costs nothing."""
+    prices: Mapping[str, Price] = field(default_factory=lambda: PRICES)
+    """The price table that turns usage into cost (``turnstream.pricing``)."""
+    prompt_cache_key: str | None = None
+    """OpenAI's ``prompt_cache_key`` for every step (None: one per session, from its id)."""
 
 
 def _canonical(call: ToolUseBlock) -> str:
@@ -107,7 +154,17 @@ class TurnRunner:
         self._turn_id = ""
         self._history: list[tuple[str, Sequence[Block]]] = []
         self._step = 0
-        self._tools: dict[str, Tool] = {t.name: t for t in config.tools}
+        plain, self._toolsets = split_tools(config.tools)
+        self._tools: dict[str, Tool] = {t.name: t for t in plain}
+        self._from_toolsets: dict[str, Tool] = {}
+        self._client_tools: dict[str, Tool] = {}
+        self._conductor = Conductor(config.team, store) if config.team is not None else None
+        if config.team is not None:  # every member's tools, for calls answered before a step picks the speaker
+            for name in config.team.members:
+                self._tools.update({t.name: t for t in config.team.tools_of(name) if t.name not in self._tools})
+        self._speaking = Persona("", config.provider, config.system, plain, config.thinking_budget,
+                                 config.output)
+        self._repair = Repair()
         self._task: asyncio.Task[Any] | None = None
         self._cancel_requested = False
         self._final_step = False
@@ -115,6 +172,10 @@ class TurnRunner:
         self._current: Assembler | None = None
         self._executor: ToolExecutor | None = None
         self._abandon = False
+        self._media: dict[str, bytes] = {}
+        """The bytes of the attachments sent so far, by hash (read from the store once)."""
+        self._meter = Meter(store, config.limits.budgets, config.provider.origin, config.prices)
+        self._budget_stop = False
         self.taken_over = False
         """Another process took this turn over while this runner drove it: it wrote nothing
         more, and nobody here may end the turn."""
@@ -137,11 +198,14 @@ class TurnRunner:
     # -- public ----------------------------------------------------------------------------
 
     async def run(self, session_id: str, user_input: str, *,
-                  client_tools: list[dict[str, Any]] | None = None, history: Sequence[Turn] | None = None) -> Turn:
+                  client_tools: list[dict[str, Any]] | None = None, history: Sequence[Turn] | None = None,
+                  attachments: Sequence[Attachment] = ()) -> Turn:
         """Start a turn and drive it until control returns to the user.
 
         ``history``: the session's earlier turns when the caller knows them (``[]`` for a
-        session it has just created); None reads them from the store."""
+        session it has just created); None reads them from the store. ``attachments``: the
+        images and files of the input, already stored (``content.store_parts``); they become
+        the turn's first block, a ``user`` block of step 0."""
         self._task = asyncio.current_task()
         if self._cancel_requested:
             raise TurnCancelled("the turn was cancelled before it started")
@@ -161,6 +225,8 @@ class TurnRunner:
             self.on_event(start)
 
         async def prelude(executor: ToolExecutor) -> bool:
+            if attachments:
+                await self._r.add_block(UserBlock(seq=0, step=0, attachments=list(attachments)))
             turns = history
             if turns is None:
                 turns = [t for t in await self.store.list_turns(session_id) if t.id != turn.id]
@@ -184,14 +250,11 @@ class TurnRunner:
         async def prelude(executor: ToolExecutor) -> bool:
             rec = await self._load_context()
             self._step = rec.steps
-            approved: set[str] = set()
-            for stored in await self.store.events_after(turn_id, 0):
-                if stored.name == ToolApproval.name:
-                    ev = stored.event()
-                    if isinstance(ev, ToolApproval) and ev.approved:
-                        approved.add(ev.tool_use_id)
-            await self._run_pending(executor, approved)
-            return False
+            approved = {k: a.answer for k, a in (await approvals_given(self.store, turn_id)).items() if a.approved}
+            events = await self.store.events_after(turn_id, 0)
+            if await self._meter.on_resume(rec, events, set(approved)) == "declined":
+                self._final_step = self._budget_stop = True
+            return await self._run_pending(executor, approved)
 
         return await self._drive(prelude)
 
@@ -267,41 +330,80 @@ class TurnRunner:
             self._rec = rec
         return self._rec
 
+    async def _list_toolsets(self) -> None:
+        """The toolsets' tools as they are now (each answers from its cache unless its tools changed)."""
+        if not self._toolsets:
+            return
+        for name in self._from_toolsets:
+            self._tools.pop(name, None)
+        self._from_toolsets = {}
+        for toolset in self._toolsets:
+            for t in await toolset.list_tools():
+                self._tools.setdefault(t.name, t)
+                self._from_toolsets.setdefault(t.name, t)
+
     def _add_client_tools(self, specs: list[dict[str, Any]]) -> None:
         for spec in specs:
             t = Tool.client(spec["name"], spec.get("description", ""), spec.get("input_schema"),
                             requires_approval=bool(spec.get("requires_approval", False)))
             self._tools[t.name] = t
+            self._client_tools[t.name] = t
 
     # -- the loop --------------------------------------------------------------------------
 
     async def _drive(self, prelude: Callable[[ToolExecutor], Awaitable[bool]]) -> Turn:
         """Run the loop after ``prelude`` (which loads what the turn needs, and may run the
         calls it resumes; True when the turn then waits for the client)."""
+        tel = self.config.telemetry
+        if tel is None:
+            return await self._loop(prelude)
+        with tel.invoke_agent(self._turn_id, self.config.provider) as run:
+            turn = await self._loop(prelude)
+            run.done(turn)
+            return turn
+
+    async def _loop(self, prelude: Callable[[ToolExecutor], Awaitable[bool]]) -> Turn:
+        """``_drive`` itself, inside the ``invoke_agent`` span when telemetry is on."""
         executor = self._executor = ToolExecutor(
             self._tools, max_result_chars=self.config.limits.max_result_chars, approver=self.config.approver,
-            deps=self.config.deps, on_start=self._record_starts)
+            deps=self.config.deps, on_start=self._record_starts, telemetry=self.config.telemetry)
         try:
+            await self._list_toolsets()
             if await prelude(executor):
                 return await self._finish("awaiting_client", "awaiting_client")
             while True:
+                if self._step and self.config.take_queued:
+                    await self._take_queued()
                 self._step += 1
+                await self._list_toolsets()
                 asm = await self._stream_step()
                 stop = asm.stop_reason
                 assert stop is not None
                 calls = [b for b in asm.finished if isinstance(b, ToolUseBlock)]
                 self._current = None
+                reached = await self._meter.after_step(self._r, self._step, asm.usage)
                 if not calls:
                     if stop == "pause_turn" and not self._final_step and self._step < self.config.limits.max_steps:
                         continue
-                    return await self._finish("complete", "max_steps" if self._final_step else stop)
+                    invalid = self._invalid_output()
+                    if invalid == "":
+                        continue  # the one repair round: the model is told what was wrong
+                    if invalid is not None:
+                        err = ErrorEvent(code="output_invalid", message=invalid, retryable=False)
+                        return await self._close_out(STREAM_FAILED.format(reason="invalid output"), "failed", err)
+                    final: TurnStopReason = "budget" if self._budget_stop else "max_steps"
+                    return await self._finish("complete", final if self._final_step else stop)
                 if self._final_step or self._step >= self.config.limits.max_steps:
-                    msg = LIMIT_REACHED.format(n=self.config.limits.max_steps)
+                    msg = BUDGET_SPENT if self._budget_stop else LIMIT_REACHED.format(n=self.config.limits.max_steps)
                     for c in calls:
                         await self._r.add_result(c, msg, True)
                     if self._final_step:
-                        return await self._finish("complete", "max_steps")
+                        return await self._finish("complete", "budget" if self._budget_stop else "max_steps")
                     self._final_step = True
+                    continue
+                if reached is not None:
+                    if await self._stop_for_budget(calls, reached):
+                        return await self._finish("awaiting_client", "awaiting_client")
                     continue
                 if await self._run_calls(executor, calls, stop):
                     return await self._finish("awaiting_client", "awaiting_client")
@@ -337,31 +439,75 @@ class TurnRunner:
             err = ErrorEvent(code="internal_error", message=f"{type(exc).__name__}: {exc}", retryable=False)
             return await self._close_out(STREAM_FAILED.format(reason="internal error"), "failed", err)
 
+    async def _speaker(self) -> Persona:
+        """The agent that runs this step (a team's conductor decides, at the step boundary)."""
+        if self._conductor is None or self.config.team is None:
+            return self._speaking
+        rec = self._r
+        p = await self._conductor.speaker(rec.session_id, rec.blocks, self._step)
+        rec.agent = p.name
+        self._tools.clear()
+        self._tools.update({t.name: t for t in self.config.team.tools_of(p.name)})
+        for t in self._from_toolsets.values():  # MCP servers' tools are every agent's
+            self._tools.setdefault(t.name, t)
+        self._tools.update(self._client_tools)
+        return p
+
+    def _invalid_output(self) -> str | None:
+        """For a speaker with an ``output`` model, after a final answer: None when it is
+        valid (or none is asked for), "" when the repair round starts, else the error."""
+        model = self._speaking.output
+        if model is None:
+            return None
+        error = problem(model, answer_text(self._r.blocks, self._step))
+        if error is None:
+            return None
+        if self._repair.used or self._step >= self.config.limits.max_steps:
+            return error
+        self._repair.ask(self._step, model, error)
+        return ""
+
     async def _stream_step(self) -> Assembler:
         """One provider call, restarted from the same transcript when its stream breaks."""
         cfg, limits, rec = self.config, self.config.limits, self._r
         restarts = 0
         cut_retry_done = False
+        sp = self._speaking = await self._speaker()
+        provider = sp.provider
+        if cfg.team is not None:
+            self._meter.use(provider.origin, cfg.prices)
         while True:
             await rec.emit(StepStart(step=self._step, max_steps=limits.max_steps))
-            messages, _ = build([*self._history, (rec.user_input, rec.blocks)], cfg.provider.origin)
+            history = [*self._history, (rec.user_input, rec.blocks)]
+            messages = (self._repair.build(history, provider.origin) if self._repair.used
+                        else build(history, provider.origin)[0])
+            thinking = sp.thinking_budget if cfg.team is None or thinking_allowed(messages) else None
             tools = [ToolSpec(t.name, t.description, t.input_schema) for t in self._tools.values()]
-            request = ModelRequest(model=cfg.provider.model, messages=messages, system=cfg.system, tools=tools,
+            request = ModelRequest(model=provider.model, messages=messages, system=sp.system, tools=tools,
                                    tool_choice="none" if self._final_step else "auto",
-                                   max_tokens=self._max_tokens, thinking_budget=cfg.thinking_budget)
-            taken = {b.tool_use_id for _, blocks in [*self._history, (rec.user_input, rec.blocks)]
-                     for b in blocks if isinstance(b, ToolUseBlock)}
-            asm = Assembler(step=self._step, first_seq=len(rec.blocks), origin=cfg.provider.origin,
-                            provider=cfg.provider.name, snapshots=cfg.live_deltas, taken_ids=taken)
+                                   max_tokens=self._max_tokens, thinking_budget=thinking,
+                                   output=output_format(sp.output) if sp.output is not None else None,
+                                   media=await self._media_of(messages),
+                                   cache_key=cfg.prompt_cache_key if cfg.prompt_cache_key is not None
+                                   else f"turnstream-{rec.session_id}")
+            taken = {b.tool_use_id for _, blocks in history for b in blocks if isinstance(b, ToolUseBlock)}
+            asm = Assembler(step=self._step, first_seq=len(rec.blocks), origin=provider.origin,
+                            provider=provider.name, snapshots=cfg.live_deltas, taken_ids=taken)
             self._current = asm
+            partial = PartialOutputs() if sp.output is not None and cfg.live_deltas else None
             started = False
+            stream: AsyncGenerator[ProviderEvent, None] = stream_with_retries(provider, request, limits.retry)
+            if cfg.telemetry is not None:
+                stream = cfg.telemetry.chat(stream, request, provider)
             try:
-                async with aclosing(stream_with_retries(cfg.provider, request, limits.retry)) as events:
+                async with aclosing(stream) as events:
                     async for pev in events:
                         started = True
                         out = asm.feed(pev)
                         if out is None:
                             continue
+                        if partial is not None and isinstance(out, BlockStart | BlockDelta):
+                            partial.see(out)
                         if type(out) is BlockDelta:
                             if cfg.live_deltas:
                                 await rec.emit(out)
@@ -397,12 +543,45 @@ class TurnRunner:
                     b.input_error = f"cut off by max_tokens={self._max_tokens}"
             return asm
 
+    async def _media_of(self, messages: Sequence[Message]) -> dict[str, bytes]:
+        """The bytes of every attachment in ``messages``, read from the store once per turn."""
+        refs = {a.sha256 for m in messages for b in m.blocks
+                if isinstance(b, UserBlock | ToolResultBlock) for a in b.attachments}
+        if unknown := refs - self._media.keys():
+            self._media.update(await self.store.get_blobs(unknown))
+        return {h: self._media[h] for h in refs if h in self._media}
+
+    async def _take_queued(self) -> None:
+        """The step boundary: the messages the user sent while the turn ran become user
+        blocks of the step that just ended (after its results), so the next step reads them."""
+        rec = self._r
+        for msg in await self.store.take_queued(rec.session_id):
+            await rec.add_block(UserBlock(seq=len(rec.blocks), step=self._step, text=msg.text,
+                                          attachments=msg.attachments))
+
     async def _restart(self, asm: Assembler, reason: str) -> None:
         log.info("turn %s step %d restarts: %s", self._turn_id, self._step, reason)
         rec = self._r
         rec.blocks = [b for b in rec.blocks if b.step != self._step]
         await self.store.discard_step(self._turn_id, self._step)
         await rec.emit(StepRestart(step=self._step, reason=reason))
+
+    async def _stop_for_budget(self, calls: list[ToolUseBlock], reached: BudgetReached) -> bool:
+        """A ceiling was reached after a step with calls: ask the client whether to go on
+        (True: the turn waits), or (``on_limit="answer"``) answer them as not run and make
+        the next step the last, with tools off."""
+        if self.config.limits.budgets.on_limit == "answer":
+            for c in calls:
+                await self._r.add_result(c, self._meter.answer_now(reached), True)
+            self._final_step = self._budget_stop = True
+            return False
+        requests = []
+        for c in calls:
+            tool = self._tools.get(c.name)
+            requests.append(ToolRequest(tool_use_id=c.tool_use_id, tool_name=c.name, input=c.input,
+                                        executor=tool.executor if tool is not None else "server"))
+        await self._meter.pause(self._r, requests, reached)
+        return True
 
     async def _run_calls(self, executor: ToolExecutor, calls: list[ToolUseBlock], stop: StopReason) -> bool:
         """Run a step's calls; True when some wait for the client."""
@@ -414,6 +593,8 @@ class TurnRunner:
                 seen[k] = seen.get(k, 0) + 1
         outcomes: list[Outcome] = []
         limit = self.config.limits.max_identical_calls
+        if any(t.requires_approval for c in calls if (t := self._tools.get(c.name)) is not None):
+            executor.grants = {g.tool: g for g in await self.store.tool_grants(rec.session_id)}
         for c in calls:
             if c.input_error and stop == "max_tokens":
                 outcomes.append(Outcome(c, "result", CUT_OFF.format(n=self._max_tokens), True))
@@ -450,20 +631,45 @@ class TurnRunner:
         """Run the outcomes that run, store every result, and ask the client for the rest
         (``asks``: approvals of calls that may already have run). True when some wait."""
         rec = self._r
+        decided = [o.decision for o in outcomes if o.decision is not None]
+        if decided:  # the audit trail: decisions taken here (a session grant, the approver)
+            try:
+                await self.store.record_tool_decisions(self._turn_id, decided)
+                for d in decided:
+                    if d.always:
+                        await self.store.grant_tool(rec.session_id, d.tool, d.decided_by)
+            except Exception as exc:
+                raise StoreWriteError(f"could not record the approvals of turn {self._turn_id}: "
+                                      f"{type(exc).__name__}: {exc}") from exc
         await executor.run(outcomes, session_id=rec.session_id, turn_id=self._turn_id)
         for o in outcomes:
             if o.kind == "result":
-                await rec.add_result(o.call, o.content, o.is_error)
+                await rec.add_result(o.call, o.content, o.is_error, await self._tool_images(o))
         pending = [o for o in outcomes if o.kind != "result"]
         for i, o in enumerate(pending):
             tool = o.tool
             assert tool is not None
             again = o.call.tool_use_id in asks
             await rec.emit(ToolRequest(tool_use_id=o.call.tool_use_id, tool_name=o.call.name, input=o.call.input,
-                                       executor=tool.executor, requires_approval=tool.requires_approval or again,
-                                       note=MAY_HAVE_RUN if again else None),
+                                       executor=tool.executor,
+                                       requires_approval=(tool.requires_approval or again) and o.kind != "input",
+                                       note=MAY_HAVE_RUN if again else None, elicitation=o.ask),
                            status="awaiting_client" if i == len(pending) - 1 else None)
         return bool(pending)
+
+    async def _tool_images(self, o: Outcome) -> list[Attachment]:
+        """Store the images a tool returned; one that cannot be taken is named in the result
+        text instead."""
+        if not o.images:
+            return []
+        limits = self.config.limits
+        try:
+            check_parts(o.images, max_bytes=limits.max_attachment_bytes, max_count=limits.max_attachments,
+                        field=("result",))
+        except ContentRejected as exc:
+            o.content += f"\n(the tool's images were not sent: {exc})"
+            return []
+        return await store_parts(self.store, o.images)
 
     async def _record_starts(self, outcomes: list[Outcome]) -> None:
         """The tool-effect ledger: these calls are about to run (the executor's ``on_start``)."""
@@ -475,20 +681,21 @@ class TurnRunner:
             raise StoreWriteError(f"could not record the start of tool calls of turn {self._turn_id}: "
                                   f"{type(exc).__name__}: {exc}") from exc
 
-    async def _run_pending(self, executor: ToolExecutor, approved: set[str]) -> None:
-        """After a pause: run the approved calls of the last step (all others are answered)."""
+    async def _run_pending(self, executor: ToolExecutor, approved: dict[str, dict[str, Any] | None]) -> bool:
+        """After a pause: run the approved calls of the last step (all others are answered),
+        each with the answer the user gave to what it asked, if it asked. True when some ask
+        the user (again)."""
         rec = self._r
         pending = rec.unanswered()
-        to_run = [Outcome(c, "result", tool=self._tools.get(c.name)) for c in pending if c.tool_use_id in approved]
+        to_run = [Outcome(c, "result", tool=self._tools.get(c.name), answer=approved[c.tool_use_id])
+                  for c in pending if c.tool_use_id in approved]
         waiting = [c for c in pending if c.tool_use_id not in approved]
         if waiting:
             raise Refused(f"turn {self._turn_id} still waits for {', '.join(c.tool_use_id for c in waiting)}")
         for o in to_run:
             if o.tool is None:
                 o.content, o.is_error = f"Unknown tool '{o.call.name}'.", True
-        await executor.run(to_run, session_id=rec.session_id, turn_id=self._turn_id)
-        for o in to_run:
-            await rec.add_result(o.call, o.content, o.is_error)
+        return await self._settle(executor, to_run)
 
     async def _store_failed(self, exc: StoreWriteError) -> Turn:
         """A write failed (disk full, the database gone or restarting). The turn is held:

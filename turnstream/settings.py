@@ -10,6 +10,9 @@ Two values are parsed here once for everyone: the database URL (``DatabaseURL``:
 the bus and the key file all read the parsed value) and the default model
 (``default_model``: the server and the terminal chat follow the same rule).
 
+Why one module of this size: the table is the one place a setting is declared (its variable,
+flag, commands, parser and help), so it grows by a few lines per setting and stays one list.
+
 The provider adapters read their own keys and base URLs (``ANTHROPIC_API_KEY``,
 ``OPENAI_BASE_URL``, …) when one is made, as the official SDKs do; the library works
 without this object.
@@ -18,13 +21,20 @@ without this object.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
+import orjson
+
 from .errors import UsageError
+from .limits import Budgets, Ceiling, usd
+
+if TYPE_CHECKING:
+    from .pricing import Price
 
 DEFAULT_DB = "sqlite:///./turnstream.db"
 ANTHROPIC_DEFAULT = "anthropic:claude-sonnet-4-5"
@@ -126,6 +136,37 @@ def _seconds_or_off(value: str) -> float:
     return n
 
 
+def _patterns(value: str) -> tuple[str, ...]:
+    """A JSON array of regular expressions, each one checked."""
+    try:
+        items = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        raise ValueError('expected a JSON array of regular expressions, e.g. ["acct-[0-9]{8}"]') from None
+    if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
+        raise ValueError('expected a JSON array of regular expressions, e.g. ["acct-[0-9]{8}"]')
+    for item in items:
+        try:
+            re.compile(item)
+        except re.error as exc:
+            raise ValueError(f"{item!r} is not a regular expression: {exc}") from None
+    return tuple(items)
+
+
+def _fraction(value: str) -> float:
+    f = float(value)
+    if not 0 < f <= 1:
+        raise ValueError("must be a fraction above 0 and at most 1, e.g. 0.8")
+    return f
+
+
+def _dollars(value: str) -> int:
+    """Dollars as nano-dollars (``0.50`` is 500000000)."""
+    try:
+        return usd(value.strip().lstrip("$"))
+    except ArithmeticError:
+        raise ValueError("must be an amount of dollars, e.g. 0.50") from None
+
+
 def _path(value: str) -> Path:
     return Path(value).expanduser()
 
@@ -148,11 +189,15 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("db", "TURNSTREAM_DB", "the database: sqlite:///path, postgresql://… or memory://",
-            DatabaseURL.parse, "--db", ("serve", "replay", "users")),
+            DatabaseURL.parse, "--db", ("serve", "replay", "users", "audit")),
     Setting("model", "TURNSTREAM_MODEL", "provider:model; without it, from the API key that is set, else the "
             "offline demo", str, "--model", ("serve", "chat")),
     Setting("tools", "TURNSTREAM_TOOLS", "server tools added to every session: package.module:NAME, a list of "
             "@tool functions", str, "--tools"),
+    Setting("mcp_config", "TURNSTREAM_MCP_CONFIG", "MCP servers whose tools join every session (serve) or the "
+            "chat: a JSON file in the mcpServers format (docs/mcp.md)", _path, "--mcp-config", ("serve", "chat")),
+    Setting("agents", "TURNSTREAM_AGENTS", "a JSON file of agents (docs/agents.md) that sessions created without "
+            "their own agents get", _path, "--agents"),
     Setting("host", "TURNSTREAM_HOST", "the address to listen on", str, "--host"),
     Setting("port", "TURNSTREAM_PORT", "the port to listen on (0 picks a free one)", int, "--port"),
     Setting("title_model", "TURNSTREAM_TITLE_MODEL", "provider:model that writes a short title for each new "
@@ -160,6 +205,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("allowed_origins", "TURNSTREAM_ALLOWED_ORIGINS", "origins allowed on the WebSocket besides the "
             "server's own, comma-separated", _origins),
     Setting("ping_interval", "TURNSTREAM_PING_INTERVAL", "seconds between SSE comment pings", float),
+    Setting("attachment_mb", "TURNSTREAM_ATTACHMENT_MB", "largest image or PDF in a message or a tool result, "
+            "in MiB (413 above it)", float),
+    Setting("max_attachments", "TURNSTREAM_MAX_ATTACHMENTS", "most images and files in one message (413 above "
+            "it)", _positive_int),
+    Setting("queued_messages", "TURNSTREAM_QUEUED_MESSAGES", "a message sent while a turn runs goes to the model "
+            "at the turn's next step (next_step) or starts the next turn (next_turn)",
+            _choice("next_step", "next_turn")),
     Setting("scenario_dir", "TURNSTREAM_SCENARIO_DIR", "a folder sessions may take scripted: scenario files "
             "from (without it, only built-in scenarios)", _folder),
     Setting("admit_max_lag", "TURNSTREAM_ADMIT_MAX_LAG_MS", "new turns wait while the event loop runs this "
@@ -199,6 +251,26 @@ SETTINGS: tuple[Setting, ...] = (
             "in MiB (default 25)", _positive_int),
     Setting("notebook_files_mb", "TURNSTREAM_NOTEBOOK_FILES_MB", "all the data files of one notebook together, "
             "in MiB (default 100)", _positive_int),
+    Setting("audit_redact", "TURNSTREAM_AUDIT_REDACT", "more secrets the audit export hides besides API keys: "
+            "a JSON array of regular expressions", _patterns, None, ("serve", "audit")),
+    Setting("budget_turn_tokens", "TURNSTREAM_BUDGET_TURN_TOKENS", "tokens one turn may use before it pauses "
+            "and asks (docs/budgets.md)", _positive_int, None, ("serve", "chat")),
+    Setting("budget_turn_usd", "TURNSTREAM_BUDGET_TURN_USD", "dollars one turn may spend before it pauses and "
+            "asks", _dollars, None, ("serve", "chat")),
+    Setting("budget_session_tokens", "TURNSTREAM_BUDGET_SESSION_TOKENS", "tokens one chat may use over all "
+            "its turns", _positive_int, None, ("serve", "chat")),
+    Setting("budget_session_usd", "TURNSTREAM_BUDGET_SESSION_USD", "dollars one chat may spend over all its "
+            "turns", _dollars, None, ("serve", "chat")),
+    Setting("budget_user_day_tokens", "TURNSTREAM_BUDGET_USER_DAY_TOKENS", "tokens one user may use per UTC "
+            "day, over all chats and server processes", _positive_int, None, ("serve", "chat")),
+    Setting("budget_user_day_usd", "TURNSTREAM_BUDGET_USER_DAY_USD", "dollars one user may spend per UTC day",
+            _dollars, None, ("serve", "chat")),
+    Setting("budget_warn_at", "TURNSTREAM_BUDGET_WARN_AT", "the fraction of a budget at which a budget_warning "
+            "event is sent", _fraction, None, ("serve", "chat")),
+    Setting("budget_on_limit", "TURNSTREAM_BUDGET_ON_LIMIT", "at a budget: ask (pause with an approval request) "
+            "or answer (end with one tools-off answer)", _choice("ask", "answer"), None, ("serve", "chat")),
+    Setting("prices", "TURNSTREAM_PRICES", "a JSON file of model prices that adds to or replaces the built-in "
+            "table (docs/budgets.md)", _path, None, ("serve", "chat")),
     Setting("home", "TURNSTREAM_HOME", "where the terminal chat keeps its history (default: "
             "$XDG_DATA_HOME/turnstream)", _path, None, ("chat",)),
     Setting("root", "TURNSTREAM_ROOT", "the folder the chat's file tools may read", _path, "--root", ("chat",)),
@@ -218,12 +290,18 @@ class Settings:
     model: str = ""
     """The configured model ("" when none: see ``default_model``)."""
     tools: str = ""
+    mcp_config: Path | None = None
+    agents: Path | None = None
+    """The agents file: what a session created without agents gets (docs/agents.md)."""
     title_model: str = ""
     """The model that titles new chats ("" when none)."""
     host: str = "127.0.0.1"
     port: int = 8000
     allowed_origins: tuple[str, ...] = ()
     ping_interval: float = 15.0
+    attachment_mb: float = 5.0
+    max_attachments: int = 10
+    queued_messages: str = "next_step"
     scenario_dir: Path | None = None
     admit_max_lag: float = 0.010
     admit_max_wait: float = 60.0
@@ -245,7 +323,18 @@ class Settings:
     """None: the notebook's default (``notebook/config.py``, ``FileLimits``)."""
     notebook_files_mb: int | None = None
     takeover: str = "continue"
+    audit_redact: tuple[str, ...] = ()
     shutdown_grace: float = 30.0
+    budget_turn_tokens: int | None = None
+    budget_turn_usd: int | None = None
+    """Nano-dollars (the variable is read in dollars)."""
+    budget_session_tokens: int | None = None
+    budget_session_usd: int | None = None
+    budget_user_day_tokens: int | None = None
+    budget_user_day_usd: int | None = None
+    budget_warn_at: float = 0.8
+    budget_on_limit: str = "ask"
+    prices: Path | None = None
     home: Path | None = None
     root: Path = Path(".")
     server: str | None = None
@@ -306,6 +395,19 @@ class Settings:
             return OPENAI_DEFAULT, False
         return demo, True
 
+    def budgets(self) -> Budgets:
+        """The budget ceilings these settings set (``Limits.budgets``)."""
+        return Budgets(turn=Ceiling(self.budget_turn_tokens, self.budget_turn_usd),
+                       session=Ceiling(self.budget_session_tokens, self.budget_session_usd),
+                       user_day=Ceiling(self.budget_user_day_tokens, self.budget_user_day_usd),
+                       warn_at=self.budget_warn_at, on_limit="answer" if self.budget_on_limit == "answer" else "ask")
+
+    def price_table(self) -> dict[str, Price]:
+        """The built-in prices, with those of the ``prices`` file when one is set."""
+        from .pricing import PRICES, load_prices
+
+        return dict(PRICES) if self.prices is None else load_prices(self.prices)
+
     def chat_home(self, environ: Mapping[str, str] | None = None) -> Path:
         """Where the terminal chat keeps its history: ``home``, else the user's data folder."""
         if self.home is not None:
@@ -323,6 +425,8 @@ def markdown_table() -> str:
         value = getattr(defaults, s.name)
         if s.name == "admit_max_lag":
             shown = f"`{value * 1000:g}`"
+        elif s.name.startswith("budget_") and s.name.endswith("_usd"):
+            shown = "—" if value is None else f"`{value / 1e9:g}`"
         elif value is None or value == () or value == "":
             shown = "—"
         else:

@@ -27,6 +27,7 @@ from .blocks import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    UserBlock,
 )
 from .providers.base import Message
 
@@ -38,19 +39,21 @@ INTERRUPTED_RESULT = ("The tool call was interrupted before it produced a result
 
 
 def turn_messages(user_input: str, blocks: Sequence[Block]) -> list[Message]:
-    """One turn as messages: the user's input, then per step the assistant's blocks and the
-    user message carrying that step's tool results."""
+    """One turn as messages: the user's input (with its attachments: the user blocks of step
+    0), then per step the assistant's blocks and the user message carrying that step's tool
+    results, followed by what the user sent while the step ran (its user blocks)."""
     out: list[Message] = [Message("user", [user_input])] if user_input else []
     by_step: dict[int, list[Block]] = {}
     for b in sorted(blocks, key=lambda b: b.seq):
         by_step.setdefault(b.step, []).append(b)
     for step in sorted(by_step):
-        said = [b for b in by_step[step] if not isinstance(b, ToolResultBlock)]
-        results = [b for b in by_step[step] if isinstance(b, ToolResultBlock)]
+        said = [b for b in by_step[step] if not isinstance(b, ToolResultBlock | UserBlock)]
+        heard: list[Block] = [b for b in by_step[step] if isinstance(b, ToolResultBlock)]
+        heard += [b for b in by_step[step] if isinstance(b, UserBlock)]
         if said:
             out.append(Message("assistant", list(said)))
-        if results:
-            out.append(Message("user", list(results)))
+        if heard:
+            out.append(Message("user", list(heard)))
     return out
 
 
@@ -61,6 +64,8 @@ def _keep_for(block: Block | str, origin: str) -> bool:
         return block.origin == origin
     if isinstance(block, TextBlock):
         return bool(block.text)
+    if isinstance(block, UserBlock):
+        return bool(block.text or block.attachments)
     return not (isinstance(block, str) and not block)
 
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from turnstream.blocks import (
     BLOCK_ADAPTER,
+    Attachment,
     Block,
     ProviderBlock,
     RedactedThinkingBlock,
@@ -27,11 +28,12 @@ from turnstream.blocks import (
     ToolUseBlock,
     Turn,
     Usage,
+    UserBlock,
 )
 from turnstream.errors import AlreadyExists, FileTooLarge, NotFound, TurnTakenOver, UserExists
 from turnstream.store import SeqConflictError, Store, StoredEvent, TurnConflictError
 from turnstream.store.keys import hash_key
-from turnstream.store.protocol import ToolCallStart
+from turnstream.store.protocol import Spend, ToolCallStart, ToolDecision
 
 from .conftest import Backend
 
@@ -114,6 +116,19 @@ async def test_a_session_is_renamed(store: Store) -> None:
     assert got is not None and got.title == "Sales by region"
     assert [x.title for x in await store.list_sessions("usr_a")] == ["Sales by region"]
     assert await store.rename_session("ses_missing", "x") is False
+
+
+async def test_a_session_keeps_its_agents_and_current_agent(store: Store) -> None:
+    agents = [{"name": "a", "model": "anthropic:m", "handoffs": ["b"]}, {"name": "b", "model": "openai:m"}]
+    s = await store.create_session("usr_1", agents=agents, current_agent="a")
+    plain = await store.create_session("usr_1")
+    got = await store.get_session(s.id)
+    assert got is not None and got.agents == agents and got.current_agent == "a"
+    assert await store.set_current_agent(s.id, "b")
+    assert not await store.set_current_agent("ses_missing", "b")
+    listed = {x.id: x for x in await store.list_sessions("usr_1")}
+    assert listed[s.id].current_agent == "b" and listed[s.id].agents == agents
+    assert listed[plain.id].agents is None and listed[plain.id].current_agent is None
 
 
 async def test_deleting_a_session_deletes_everything_in_it(store: Store) -> None:
@@ -605,6 +620,66 @@ async def test_the_tool_effect_ledger(store: Store) -> None:
         await store.start_tool_calls("turn_missing", [ToolCallStart("x", "send", "k")])
 
 
+async def test_tool_decisions_are_kept_per_call_and_a_later_one_replaces_it(store: Store) -> None:
+    t = await new_turn(store)
+    denied = ToolDecision("tu_1", "send", False, "user", "alice", 100.0, "not to that address")
+    granted = ToolDecision("tu_2", "send", True, "session_grant", "alice", 101.0)
+    await store.record_tool_decisions(t.id, [denied, granted])
+    assert await store.tool_decisions(t.id) == [denied, granted]
+    again = ToolDecision("tu_1", "send", True, "user", "bob", 102.0, always=True)  # asked again after a restart
+    await store.record_tool_decisions(t.id, [again])
+    assert await store.tool_decisions(t.id) == [granted, again]
+    assert await store.tool_decisions("turn_missing") == []
+    with pytest.raises(KeyError):
+        await store.record_tool_decisions("turn_missing", [denied])
+
+
+async def test_a_session_grant_is_kept_once_and_goes_with_its_session(store: Store) -> None:
+    t = await new_turn(store)
+    await store.record_tool_decisions(t.id, [ToolDecision("tu_1", "send", True, "user", "alice", 1.0, always=True)])
+    await store.grant_tool(t.session_id, "send", "alice")
+    await store.grant_tool(t.session_id, "send", "bob")  # the first grant stands
+    await store.grant_tool(t.session_id, "calc", "bob")
+    grants = await store.tool_grants(t.session_id)
+    assert [(g.tool, g.granted_by) for g in grants] == [("calc", "bob"), ("send", "alice")]
+    assert all(g.granted_at > 0 for g in grants)
+    other = await store.create_session("usr_1")
+    assert await store.tool_grants(other.id) == []
+    with pytest.raises(KeyError):
+        await store.grant_tool("ses_missing", "send", "alice")
+    assert await store.delete_session(t.session_id)
+    assert await store.tool_grants(t.session_id) == []
+    assert await store.tool_decisions(t.id) == []
+
+
+# budget counters ---------------------------------------------------------------
+
+async def test_a_step_is_charged_once_to_each_of_its_scopes(store: Store) -> None:
+    t = await new_turn(store)
+    scopes = [f"turn:{t.id}", "session:s", "user:u:2026-11-24"]
+    assert await store.budget_spend(scopes) == {s: Spend() for s in scopes}
+    first = await store.charge_step(t.id, 1, scopes, 100, 7_000)
+    assert first == {s: Spend(100, 7_000) for s in scopes}
+    assert await store.charge_step(t.id, 1, scopes, 100, 7_000) is None  # the same step again: nothing added
+    second = await store.charge_step(t.id, 2, scopes[1:], 50, 1)
+    assert second == {s: Spend(150, 7_001) for s in scopes[1:]}
+    await store.grant_budget("session:s", 1_000, 2)
+    await store.grant_budget("session:s", 1, 0)
+    assert (await store.budget_spend(["session:s", f"turn:{t.id}"])) == {
+        "session:s": Spend(150, 7_001, 1_001, 2), f"turn:{t.id}": Spend(100, 7_000)}
+    with pytest.raises(KeyError):
+        await store.charge_step("turn_missing", 1, scopes, 1, 1)
+
+
+async def test_concurrent_charges_to_one_scope_all_count(store: Store, backend: Backend) -> None:
+    async with backend.opened() as peer:
+        other = peer if backend.shared else store
+        turns = [await new_turn(store, user=f"usr_{i}") for i in range(6)]
+        await asyncio.gather(*[(store if i % 2 else other).charge_step(t.id, step, ["user:shared:day"], 3, 5)
+                               for i, t in enumerate(turns) for step in (1, 2, 3)])
+        assert await store.budget_spend(["user:shared:day"]) == {"user:shared:day": Spend(6 * 3 * 3, 6 * 3 * 5)}
+
+
 @pytest.mark.durable
 async def test_an_awaiting_turn_survives_a_restart(store: Store, backend: Backend) -> None:
     tools = [{"name": "pick_color"}]
@@ -635,7 +710,8 @@ async def test_migrations_are_recorded_once_and_reopening_is_harmless(store: Sto
         async with backend.opened():
             pass
     rows = await backend.sql("SELECT version, name FROM schema_migrations ORDER BY version")
-    assert rows == [(1, "initial"), (2, "liveness_and_tool_calls"), (3, "notebook_files")]
+    assert rows == [(1, "initial"), (2, "liveness_and_tool_calls"), (3, "notebook_files"),
+                    (4, "audit"), (5, "budgets"), (6, "agents"), (7, "content_and_queue")]
     assert await store.get_turn(t.id) is not None
 
 
@@ -733,3 +809,58 @@ async def test_every_block_round_trips(store: Store, drawn: list[tuple[Block, in
     assert (await store.list_turns(t.session_id))[0].blocks == blocks
     assert [e.data["block"] for e in await store.events_after(t.id, 0)] == [
         BLOCK_ADAPTER.dump_python(b, mode="json") for b in blocks]
+
+
+# images and files; messages queued while a turn runs ---------------------------
+async def test_blobs_are_stored_once_by_hash(store: Store, backend: Backend) -> None:
+    data = bytes(range(256)) * 3  # NUL and every other byte value
+    sha = await store.put_blob(data, "image/png")
+    assert len(sha) == 64
+    assert await store.put_blob(data, "image/png") == sha  # the same bytes: the same row
+    other = await store.put_blob(b"%PDF-1.4 other", "application/pdf")
+    assert other != sha
+    assert await store.get_blobs([sha, other, "0" * 64]) == {sha: data, other: b"%PDF-1.4 other"}
+    assert await store.get_blobs([]) == {}
+    if backend.sql is not None:
+        assert await backend.sql("SELECT count(*) FROM blobs") == [(2,)]
+
+
+async def test_a_user_block_with_attachments_round_trips(store: Store) -> None:
+    t = await new_turn(store)
+    ref = Attachment(sha256="a" * 64, media_type="image/png", size=3, name="dot.png")
+    block = UserBlock(seq=0, step=0, text="", attachments=[ref])
+    result = ToolResultBlock(seq=1, step=1, tool_use_id="x", content="seen", attachments=[ref])
+    await store.append_block(t.id, block, stop(t.id, 1, block))
+    await store.append_block(t.id, result, stop(t.id, 2, result))
+    got = await store.get_turn(t.id)
+    assert got is not None and got.blocks == [block, result]
+
+
+async def test_messages_queue_only_while_a_turn_runs_and_are_taken_once_in_order(store: Store) -> None:
+    session = await store.create_session("usr_1")
+    assert await store.queue_message(session.id, "too early") is None  # no turn yet
+    t = await store.create_turn(session.id, "hello", model="scripted:x")
+    ref = Attachment(sha256="b" * 64, media_type="application/pdf", size=9)
+    first = await store.queue_message(session.id, "also this", [ref])
+    second = await store.queue_message(session.id, "and that")
+    assert first is not None and second is not None and first.id < second.id
+    taken = await store.take_queued(session.id)
+    assert [(m.text, m.attachments) for m in taken] == [("also this", [ref]), ("and that", [])]
+    assert await store.take_queued(session.id) == []
+    await store.set_status(t.id, "awaiting_client")
+    assert await store.queue_message(session.id, "while it waits") is None
+    await store.set_status(t.id, "running")
+    assert await store.queue_message(session.id, "left behind") is not None
+    assert await store.delete_session(session.id)
+    assert await store.take_queued(session.id) == []
+
+
+@pytest.mark.durable
+async def test_a_queued_message_is_seen_by_another_process(store: Store, backend: Backend) -> None:
+    session = await store.create_session("usr_1")
+    await store.create_turn(session.id, "hello", model="scripted:x")
+    async with backend.opened() as peer:
+        assert await peer.queue_message(session.id, "from elsewhere") is not None
+        blob = await peer.put_blob(b"GIF89a...", "image/gif")
+    assert [m.text for m in await store.take_queued(session.id)] == ["from elsewhere"]
+    assert await store.get_blobs([blob]) == {blob: b"GIF89a..."}

@@ -21,6 +21,7 @@ import pytest
 
 from tests.support import terminal
 from tests.support.mock_provider import MockHandle
+from tests.support.ui_stream import open_gate, release
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")]
 
@@ -57,9 +58,9 @@ def start_chat(mock_provider: MockHandle, root: Path, tmp_path: Path) -> Iterato
     children: list[pexpect.spawn] = []
     home = tmp_path / "home"
 
-    def start(model: str, *extra: str, argv: list[str] | None = None) -> Chat:
+    def start(model: str, *extra: str, argv: list[str] | None = None, env_extra: dict[str, str] | None = None) -> Chat:
         env = dict(os.environ, ANTHROPIC_BASE_URL=mock_provider.base_url, ANTHROPIC_API_KEY="test-key",
-                   TURNSTREAM_HOME=str(home), TERM="xterm", COLUMNS="200")
+                   TURNSTREAM_HOME=str(home), TERM="xterm", COLUMNS="200", **(env_extra or {}))
         args = argv or ["chat", "--model", model, "--root", str(root), *extra]
         child = pexpect.spawn(str(args[0]) if argv else str(BIN), args[1:] if argv else args, env=env,
                               encoding="utf-8", timeout=20, dimensions=(40, 200))
@@ -248,14 +249,189 @@ def test_approval_is_asked_inline(tmp_path: Path, root: Path, start_chat: Any) -
     chat = start_chat("", argv=[sys.executable, str(script), f"scripted:{scenario}", str(root)])
     chat.say("clean up")
     chat.expect(r"Allow delete_everything")
-    chat.expect(r"\[y/N\]")
+    chat.expect(r"\[y/N/a: always in this session\]")
     chat.child.sendline("n")
     chat.expect("denied")
     chat.expect("Result: The user denied this tool call")
     chat.say("clean up again")
-    chat.expect(r"\[y/N\]")
+    chat.expect(r"\[y/N/a")
     chat.child.sendline("y")
     chat.expect("allowed")
     chat.expect("Result: deleted build/")
     chat.say("bye")
     assert chat.expect_exit() == 0
+
+
+def test_attach_sends_an_image_and_a_pdf_with_the_next_message(
+        mock_provider: MockHandle, start_chat: Any, root: Path) -> None:
+    from tests.support.media import PDF, PNG
+
+    (root / "dot.png").write_bytes(PNG)
+    (root / "page.pdf").write_bytes(PDF)
+    (root / "table.csv").write_text("a,b\n1,2\n", encoding="utf-8")
+    model = "anthropic:" + mock_provider.scenario("chat-attach", {
+        "steps": [{"blocks": [{"type": "text", "text": "A dot and a page."}]}]})
+    chat = start_chat(model)
+    chat.say(f"/attach {root / 'dot.png'}")
+    chat.expect(r"dot\.png \(image/png, \d+ bytes\) goes with your next message")
+    chat.say(f"/attach {root / 'table.csv'}")
+    chat.expect("error:.*table.csv")
+    chat.say(f"/attach {root / 'missing.png'}")
+    chat.expect("error:.*missing.png")
+    chat.say(f"/attach {root / 'page.pdf'}")
+    chat.expect(r"page\.pdf \(application/pdf")
+    assert mock_provider.requests(model) == []  # nothing is sent before the message
+    chat.say("what are these?")
+    chat.expect("A dot and a page.")
+    content = mock_provider.requests(model)[-1]["messages"][-1]["content"]
+    assert [b["type"] for b in content] == ["text", "image", "document"]
+    assert content[1]["source"]["media_type"] == "image/png"
+    chat.say("bye")
+    assert chat.expect_exit() == 0
+    assert len(mock_provider.requests(model)) == 1  # the attachments went once, with that message
+
+
+def test_always_allow_stops_asking_in_the_session(tmp_path: Path, root: Path, start_chat: Any) -> None:
+    scenario = tmp_path / "always.json"
+    scenario.write_text(json.dumps({
+        "name": "always", "fragment_size": 4,
+        "turns": [
+            [{"blocks": [{"type": "tool_use", "name": "delete_everything", "input": {"target": f"dir{i}/"}}]},
+             {"blocks": [{"type": "text", "text": "Result {{input}}: {{last}}"}]}] for i in (1, 2)],
+    }), encoding="utf-8")
+    script = tmp_path / "approval_chat.py"
+    script.write_text(APPROVAL_SCRIPT, encoding="utf-8")
+    chat = start_chat("", argv=[sys.executable, str(script), f"scripted:{scenario}", str(root)])
+    chat.say("first")
+    chat.expect(r"\[y/N/a: always in this session\]")
+    chat.child.sendline("a")
+    chat.expect("always allowed in this session: delete_everything")
+    chat.expect("Result first: deleted dir1/")
+    chat.say("second")
+    chat.expect("Result second: deleted dir2/")
+    assert "Allow delete_everything" not in str(chat.child.before)  # the second turn asked nothing
+    chat.say("bye")
+    assert chat.expect_exit() == 0
+    with sqlite3.connect(tmp_path / "home" / "chat.db") as db:
+        grants = db.execute("SELECT tool, granted_by FROM tool_grants").fetchall()
+        decisions = db.execute("SELECT tool, approved, source, always FROM tool_decisions"
+                               " ORDER BY decided_at").fetchall()
+    assert grants == [("delete_everything", "approver")]
+    assert decisions == [("delete_everything", 1, "approver", 1), ("delete_everything", 1, "session_grant", 0)]
+
+
+IMAGE_TOOL_SCRIPT = """
+import asyncio, sys
+from pathlib import Path
+from turnstream import ImagePart, tool
+from turnstream.chat.local import run_chat
+from tests.support.media import GIF
+
+@tool
+def snapshot() -> list[object]:
+    \"\"\"A picture of the screen.\"\"\"
+    return ["the screen, as a GIF", ImagePart(GIF, "image/gif", "screen.gif")]
+
+sys.exit(asyncio.run(run_chat(sys.argv[1], Path(sys.argv[2]), extra_tools=[snapshot])))
+"""
+
+
+def test_an_image_a_tool_returns_is_a_line(tmp_path: Path, root: Path, start_chat: Any) -> None:
+    from tests.support.media import GIF
+    from tests.support.paths import REPO
+
+    scenario = tmp_path / "snapshot.json"
+    scenario.write_text(json.dumps({"name": "snapshot", "steps": [
+        {"blocks": [{"type": "tool_use", "name": "snapshot", "input": {}}]},
+        {"blocks": [{"type": "text", "text": "I see a dot."}]}]}), encoding="utf-8")
+    script = tmp_path / "snapshot_chat.py"
+    script.write_text(f"import sys; sys.path.insert(0, {str(REPO)!r})\n" + IMAGE_TOOL_SCRIPT, encoding="utf-8")
+    chat = start_chat("", argv=[sys.executable, str(script), f"scripted:{scenario}", str(root)])
+    chat.say("look at the screen")
+    chat.expect("the screen, as a GIF")
+    chat.expect(rf"screen\.gif \(image/gif, {len(GIF)} bytes\) from snapshot")
+    chat.expect("I see a dot.")
+    chat.say("bye")
+
+
+def test_a_budget_pauses_and_asks_and_each_turn_shows_its_usage(
+        mock_provider: MockHandle, start_chat: Any, tmp_path: Path) -> None:
+    step = {"usage": {"input_tokens": 100, "output_tokens": 50}}
+    model = "anthropic:" + mock_provider.scenario("chat-budget", {"steps": [
+        {"blocks": [{"type": "tool_use", "name": "calculator", "input": {"expression": "1 + 1"}}], **step},
+        {"blocks": [{"type": "tool_use", "name": "calculator", "input": {"expression": "2 + 2"}}], **step},
+        {"blocks": [{"type": "text", "text": "Both done."}], **step}]})
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({model: {"input": 1, "output": 2}}))
+    chat = start_chat(model, env_extra={"TURNSTREAM_BUDGET_TURN_TOKENS": "300", "TURNSTREAM_PRICES": str(prices)})
+    chat.say("add things up")
+    chat.expect(r"Budget reached: this turn has used \d+ tokens of its 300 tokens")
+    chat.expect(r"Continue\? \[y/N\]")
+    assert len(mock_provider.requests(model)) == 2  # the second call waits
+    chat.child.sendline("y")
+    chat.expect("Both done.")
+    # 3 steps of 100 in and 50 out, at $1 and $2 per million: $0.0006 (cache tokens are unpriced here).
+    chat.expect(r"↳ 300 in · 150 out · .*\$0\.0006 · 3 steps")
+    chat.expect(terminal.PROMPT)
+    chat.child.sendline("bye")
+    assert chat.expect_exit() == 0
+
+
+def held_scenario(gate: Path, first: list[dict[str, Any]], then: list[dict[str, Any]]) -> dict[str, Any]:
+    """One turn whose first step waits at ``gate`` once its text began, then ``then``'s steps."""
+    return {"steering": True, "fragment_size": 4,
+            "turns": [[{"blocks": first, "gate": {"after_events": 6, "fifo": str(gate)}}, *then],
+                      [{"blocks": [{"type": "text", "text": "Next turn: {{input}}"}]}]]}
+
+
+def test_a_line_typed_while_the_turn_runs_reaches_its_next_step(
+        mock_provider: MockHandle, start_chat: Any, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    model = "anthropic:" + mock_provider.scenario("chat-steer-step", held_scenario(
+        gate, [{"type": "text", "text": "Working on it."},
+               {"type": "tool_use", "name": "calculator", "input": {"expression": "6 * 7"}}],
+        [{"blocks": [{"type": "text", "text": "Done: {{last}}"}]}]))
+    chat = start_chat(model)
+    try:
+        chat.say("what is 6 * 7?")
+        chat.expect("Work")  # the first step streams, then waits at the gate
+        chat.child.sendline("use metric units")
+        chat.expect("↳ queued: use metric units")
+        assert len(mock_provider.requests(model)) == 1
+        open_gate(gate)
+    finally:
+        release(gate)
+    chat.expect(r"you, while it worked ›\S* use metric units")
+    chat.expect("Done: 42")
+    chat.say("bye")
+    assert chat.expect_exit() == 0
+    first, second = mock_provider.requests(model)
+    assert "use metric units" not in json.dumps(first)
+    after_results = second["messages"][-1]["content"]
+    assert after_results[0]["type"] == "tool_result"
+    assert [b["text"] for b in after_results if b["type"] == "text"] == ["use metric units"]
+    assert [(inp, status) for _, inp, status in chat.turns()] == [("what is 6 * 7?", "complete")]
+
+
+def test_a_line_typed_during_the_last_step_is_the_next_message(
+        mock_provider: MockHandle, start_chat: Any, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    model = "anthropic:" + mock_provider.scenario("chat-steer-last", held_scenario(
+        gate, [{"type": "text", "text": "Working on it."}], []))
+    chat = start_chat(model)
+    try:
+        chat.say("hello")
+        chat.expect("Work")
+        chat.child.sendline("and the weather?")
+        chat.expect("↳ queued: and the weather\\?")
+        open_gate(gate)
+    finally:
+        release(gate)
+    chat.expect("not read by this turn, so it is your next message: and the weather\\?")
+    chat.expect("Next turn: and the weather\\?")
+    chat.say("bye")
+    assert chat.expect_exit() == 0
+    assert [(inp, status) for _, inp, status in chat.turns()] == [
+        ("hello", "complete"), ("and the weather?", "complete")]

@@ -27,6 +27,7 @@ from rich.console import Console
 from tests.support.mock_provider import MockHandle
 from tests.support.server import Server, run_turn, start_server
 from tests.support.terminal import Chat
+from tests.support.ui_stream import open_gate, release
 from turnstream.chat.remote import run_remote_chat
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")]
@@ -296,7 +297,7 @@ def test_server_tools_are_approved_here_and_shadowed_client_tools_left_out(
     so is handled by leaving ours out), and its ``delete_cell`` asks y/n here."""
     step = [{"blocks": [{"type": "tool_use", "name": "delete_cell", "input": {"cell_id": "cell_missing"}}]},
             {"blocks": [{"type": "text", "text": "Outcome: {{last}}"}]}]
-    model = "anthropic:" + mock_provider.scenario("remote-approval", {"fragment_size": 8, "turns": [step, step]})
+    model = "anthropic:" + mock_provider.scenario("remote-approval", {"fragment_size": 8, "turns": [step] * 4})
     with server.client() as c:
         r = c.post("/api/sessions", json={"model": model, "toolset": "notebook"})
         assert r.status_code == 201, r.text
@@ -305,18 +306,89 @@ def test_server_tools_are_approved_here_and_shadowed_client_tools_left_out(
     chat.say("delete that cell")
     chat.expect("calculator is a server tool in this session")
     chat.expect("Allow delete_cell")
-    chat.expect(r"\[y/N\]")
+    chat.expect(r"\[y/N/a: always in this session\]")
     chat.child.sendline("n")
     chat.expect("denied")
     chat.expect("Outcome: The user denied this tool call")
     chat.say("delete it after all")
-    chat.expect(r"\[y/N\]")
+    chat.expect(r"\[y/N/a")
     chat.child.sendline("y")
     chat.expect("allowed")
     chat.expect("Outcome: .*cell_missing")
+    chat.say("and always")  # allowed for the rest of the session, on the server
+    chat.expect(r"\[y/N/a")
+    chat.child.sendline("a")
+    chat.expect("always allowed in this session: delete_cell")
+    chat.expect("Outcome: .*cell_missing")
+    chat.say("without asking")
+    chat.expect("Outcome: .*cell_missing")
+    assert "Allow delete_cell" not in str(chat.child.before)
     chat.say("bye")
     assert chat.expect_exit() == 0
     assert "Traceback" not in chat.seen
     declared = [{t["name"] for t in body["tools"]} for body in mock_provider.requests(model)]
     assert all("read_file" in names and "delete_cell" in names for names in declared)
-    assert [t["status"] for t in _session(server, sid)["turns"]] == ["complete", "complete"]
+    assert [t["status"] for t in _session(server, sid)["turns"]] == ["complete"] * 4
+
+
+def held_scenario(gate: Path, first: list[dict[str, Any]], then: list[dict[str, Any]]) -> dict[str, Any]:
+    """One turn whose first step waits at ``gate`` once its text began, then ``then``'s steps;
+    a next turn answers with its input."""
+    return {"steering": True, "fragment_size": 4,
+            "turns": [[{"blocks": first, "gate": {"after_events": 6, "fifo": str(gate)}}, *then],
+                      [{"blocks": [{"type": "text", "text": "Next turn: {{input}}"}]}]]}
+
+
+def test_a_line_typed_while_the_server_turn_runs_reaches_its_next_step(
+        mock_provider: MockHandle, server: Server, start_chat: Any, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    model = "anthropic:" + mock_provider.scenario("remote-steer-step", held_scenario(
+        gate, [{"type": "text", "text": "Working on it."},
+               {"type": "tool_use", "name": "calculator", "input": {"expression": "6 * 7"}}],
+        [{"blocks": [{"type": "text", "text": "Done: {{last}}"}]}]))
+    chat = start_chat("--model", model)
+    sid = _session_id(chat)
+    try:
+        chat.say("what is 6 * 7?")
+        chat.expect("Work")  # the first step streams, then waits at the gate
+        chat.child.sendline("use metric units")
+        chat.expect("↳ queued: use metric units")  # the route answered 202 queued
+        assert len(mock_provider.requests(model)) == 1
+        open_gate(gate)
+    finally:
+        release(gate)
+    chat.expect(r"you, while it worked ›\S* use metric units")
+    chat.expect("Done: 42")
+    chat.say("bye")
+    assert chat.expect_exit() == 0
+    first, second = mock_provider.requests(model)
+    assert "use metric units" not in json.dumps(first)
+    after_results = second["messages"][-1]["content"]
+    assert after_results[0]["type"] == "tool_result"
+    assert [b["text"] for b in after_results if b["type"] == "text"] == ["use metric units"]
+    assert [(t["input"], t["status"]) for t in _session(server, sid)["turns"]] == [("what is 6 * 7?", "complete")]
+
+
+def test_a_line_no_server_step_read_starts_the_next_turn_which_the_chat_follows(
+        mock_provider: MockHandle, server: Server, start_chat: Any, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    model = "anthropic:" + mock_provider.scenario("remote-steer-last", held_scenario(
+        gate, [{"type": "text", "text": "Working on it."}], []))
+    chat = start_chat("--model", model)
+    sid = _session_id(chat)
+    try:
+        chat.say("hello")
+        chat.expect("Work")
+        chat.child.sendline("and the weather?")
+        chat.expect("↳ queued: and the weather\\?")
+        open_gate(gate)
+    finally:
+        release(gate)
+    chat.expect("not read by this turn, so the server starts the next one with it: and the weather\\?")
+    chat.expect("Next turn: and the weather\\?")
+    chat.say("bye")
+    assert chat.expect_exit() == 0
+    assert [(t["input"], t["status"]) for t in _session(server, sid)["turns"]] == [
+        ("hello", "complete"), ("and the weather?", "complete")]

@@ -1,12 +1,13 @@
 """Server tools for the protocol checks (AI SDK, AG-UI), loaded by ``turnstream serve --tools``
-(``TURNSTREAM_TOOLS=tests.support.protocol_tools:TOOLS``)."""
+(``TURNSTREAM_TOOLS=tests.support.protocol_tools:TOOLS``; the browser tests add ``snapshot``)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from turnstream import tool
+from tests.support.media import GIF
+from turnstream import ImagePart, tool
 
 
 @tool(requires_approval=True)
@@ -23,4 +24,12 @@ def wait_for_gate() -> str:
     return "through " + Path(os.environ["TURNSTREAM_TEST_GATE"]).read_text().strip()
 
 
+@tool
+def snapshot() -> list[object]:
+    """A picture of the screen (a 1×1 GIF), with a line of text."""
+    return ["the screen, as a GIF", ImagePart(GIF, "image/gif", "screen.gif")]
+
+
 TOOLS = [send_note, wait_for_gate]
+WEB_TOOLS = [*TOOLS, snapshot]
+"""The browser tests' tools: these and one that returns an image."""

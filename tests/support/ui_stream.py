@@ -1,9 +1,11 @@
-"""Helpers for the protocol tests: a turn held in a tool until the test opens a gate, and
-reading the AI SDK UI message stream at the wire."""
+"""Helpers for the protocol tests: a turn held in a tool, or a provider stream held half way,
+until the test opens a gate, and reading the AI SDK UI message stream at the wire."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +20,25 @@ GATE = {"name": "gate", "fragment_size": 8, "steps": [
 TOOLS_ENV = {"TURNSTREAM_TOOLS": "tests.support.protocol_tools:TOOLS"}
 
 
+LIVE_TEXT = "Each piece of this text reaches the client while the model is still writing."
+
+
+def live_scenario(gate: Path) -> dict[str, Any]:
+    """``LIVE_TEXT``, whose provider stream waits after its first fragment until ``open_gate``
+    (the scenario's ``gate``)."""
+    return {"name": "live", "fragment_size": 6, "steps": [
+        {"blocks": [{"type": "text", "text": LIVE_TEXT}], "gate": {"after_events": 2, "fifo": str(gate)}}]}
+
+
 def open_gate(gate: Path, word: str = "open") -> None:
-    """Let the waiting tool through (blocks until it is waiting)."""
+    """Let what waits at the gate through (blocks until something waits)."""
     gate.write_text(word)
+
+
+def release(gate: Path) -> None:
+    """Open a gate that a failed check left a stream waiting at, so that the server can stop."""
+    with contextlib.suppress(OSError):  # ENXIO: nothing waits at it
+        os.close(os.open(gate, os.O_WRONLY | os.O_NONBLOCK))
 
 
 def user(text: str) -> dict[str, Any]:

@@ -28,9 +28,13 @@ from turnstream.events import (
     BlockDelta,
     BlockStart,
     BlockStop,
+    BudgetReached,
+    BudgetScope,
+    BudgetWarning,
     ErrorEvent,
     StepRestart,
     StepStart,
+    StepUsage,
     StreamEvent,
     ToolApproval,
     ToolRequest,
@@ -50,12 +54,13 @@ objects = st.dictionaries(text, json_values, max_size=4)
 meta = {"turn_id": ids, "n": st.integers(min_value=1, max_value=10**6)}
 
 blocks = st.one_of(
-    st.builds(TextBlock, seq=small, step=small, text=text),
+    st.builds(TextBlock, seq=small, step=small, text=text, agent=st.none() | ids),
     st.builds(ThinkingBlock, seq=small, step=small, thinking=text, signature=text, origin=st.none() | text),
     st.builds(RedactedThinkingBlock, seq=small, step=small, data=text),
     st.builds(ToolUseBlock, seq=small, step=small, tool_use_id=ids, name=ids, input=objects,
               raw_input=st.none() | text, input_error=st.none() | text),
-    st.builds(ToolResultBlock, seq=small, step=small, tool_use_id=ids, content=text, is_error=st.booleans()),
+    st.builds(ToolResultBlock, seq=small, step=small, tool_use_id=ids, content=text, is_error=st.booleans(),
+              agent=st.none() | ids),
 )
 usages = st.builds(Usage, input_tokens=small, output_tokens=small, cache_read_input_tokens=small,
                    cache_creation_input_tokens=small)
@@ -63,16 +68,23 @@ tool_ids = st.none() | ids
 
 events: st.SearchStrategy[StreamEvent] = st.one_of(
     st.builds(TurnStart, session_id=ids, **meta),
-    st.builds(StepStart, step=small, max_steps=small, **meta),
+    st.builds(StepStart, step=small, max_steps=small, agent=st.none() | ids, **meta),
     st.one_of(
-        st.builds(BlockStart, index=small, type=st.sampled_from(get_args(BlockType)), **meta),
+        st.builds(BlockStart, index=small, type=st.sampled_from(get_args(BlockType)), agent=st.none() | ids,
+                  **meta),
         st.builds(BlockStart, index=small, type=st.just("tool_use"), tool_use_id=ids, tool_name=ids, **meta)),
-    st.one_of(st.builds(BlockDelta, index=small, text=text, **meta),
+    st.one_of(st.builds(BlockDelta, index=small, text=text, output=json_values, **meta),
               st.builds(BlockDelta, index=small, partial_json=text, input=json_values, **meta)),
     st.builds(BlockStop, index=small, block=st.none() | blocks, **meta),
     st.builds(ToolRequest, tool_use_id=ids, tool_name=ids, input=objects,
               executor=st.sampled_from(["client", "server"]), requires_approval=st.booleans(),
-              note=st.none() | text, **meta),
+              note=st.none() | text, budget=st.none() | st.builds(
+                  BudgetReached, scope=st.sampled_from(get_args(BudgetScope)), spent_tokens=small,
+                  spent_nano_usd=small, limit_tokens=st.none() | small, limit_nano_usd=st.none() | small,
+                  extra_tokens=st.none() | small, extra_nano_usd=st.none() | small), **meta),
+    st.builds(StepUsage, step=small, usage=usages, cost_nano_usd=small, turn_cost_nano_usd=small, **meta),
+    st.builds(BudgetWarning, scope=st.sampled_from(get_args(BudgetScope)), spent_tokens=small,
+              spent_nano_usd=small, limit_tokens=st.none() | small, limit_nano_usd=st.none() | small, **meta),
     st.builds(ToolApproval, tool_use_id=ids, approved=st.booleans(), **meta),
     st.builds(StepRestart, step=small, reason=text, **meta),
     st.builds(TurnComplete, status=st.sampled_from(get_args(TurnStatus)),

@@ -1,5 +1,6 @@
-"""The AI SDK and AG-UI encoders, fed event objects directly: what a restarted step, an
-approval, a client tool and a notebook change become on each wire, version by version."""
+"""The AI SDK and AG-UI encoders, fed event objects directly: that deltas go out as they
+arrive, and what a restarted step (live and ``whole``), an approval, a client tool and a
+notebook change become on each wire, version by version."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from turnstream.events import (
     TurnComplete,
 )
 from turnstream.server.agui import AGUIEncoder
-from turnstream.server.aisdk import UIMessageStreamEncoder, Version, finish_reason
+from turnstream.server.aisdk import DISCARDED, UIMessageStreamEncoder, Version, finish_reason
 
 T = "turn_1"
 
@@ -69,9 +70,67 @@ RESTARTED = [StepStart(step=1, max_steps=10), *text(0, "broken ha"), StepRestart
              StepStart(step=1, max_steps=10), *text(0, "whole answer"), done()]
 
 
+BROKEN_OPEN = [StepStart(step=1, max_steps=10), BlockStart(index=0, type="text"), BlockDelta(index=0, text="broken ha"),
+               BlockStart(index=1, type="tool_use", tool_use_id="c1", tool_name="calculator"),
+               BlockDelta(index=1, partial_json='{"expr'), StepRestart(step=1, reason="drop"),
+               StepStart(step=1, max_steps=10), *text(0, "whole answer"), done()]
+"""A step whose stream breaks with a text and a call open."""
+
+
+@pytest.mark.parametrize("version", [5, 6, 7])
+def test_every_version_streams_each_delta_as_it_arrives(version: Version) -> None:
+    batches = ui(UIMessageStreamEncoder(version=version), BROKEN_OPEN[:5])
+    assert batches[2] == [{"type": "text-delta", "id": "p0-0", "delta": "broken ha"}]
+    assert batches[4] == [{"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": '{"expr'}]
+
+
 @pytest.mark.parametrize("version", [5, 6])
-def test_before_7_a_step_is_held_and_a_restart_drops_it(version: Version) -> None:
+def test_before_7_a_restart_ends_the_broken_parts_marked_and_starts_the_step_again(version: Version) -> None:
+    batches = ui(UIMessageStreamEncoder(version=version), BROKEN_OPEN)
+    assert batches[5] == [
+        {"type": "text-end", "id": "p0-0", "providerMetadata": DISCARDED},
+        {"type": "tool-input-error", "toolCallId": "c1", "toolName": "calculator", "input": '{"expr',
+         "errorText": "discarded: the model's stream broke and the step was asked again",
+         "providerMetadata": DISCARDED}]
+    out = flat(batches[6:])
+    assert [c["type"] for c in out] == ["finish-step", "start-step", "text-start", "text-delta", "text-end",
+                                        "finish-step", "finish"]
+    assert out[2]["id"] == "p1-0", "the new attempt's parts have ids of their own"
+
+
+@pytest.mark.parametrize("version", [5, 6])
+def test_before_7_a_text_ends_once_the_steps_stream_has_so_that_a_restart_can_mark_it(version: Version) -> None:
     batches = ui(UIMessageStreamEncoder(version=version), RESTARTED)
+    assert batches[3] == [], "the block ended, the step's stream has not"
+    assert batches[4] == [{"type": "text-end", "id": "p0-0", "providerMetadata": DISCARDED}]
+    out = flat(batches[5:])
+    assert [c["type"] for c in out] == ["finish-step", "start-step", "text-start", "text-delta", "text-end",
+                                        "finish-step", "finish"]
+    assert "providerMetadata" not in out[4]
+
+
+def test_before_7_a_restart_after_a_complete_call_gives_the_call_an_error() -> None:
+    events = [StepStart(step=1, max_steps=10), *call(0, "c1", "calculator"), StepRestart(step=1, reason="max_tokens"),
+              StepStart(step=1, max_steps=10), *call(0, "c2", "calculator"), *result(1, "c1", "late"),
+              *result(1, "c2", "5"), done()]
+    batches = ui(UIMessageStreamEncoder(version=6), events)
+    assert batches[4] == [{"type": "tool-output-error", "toolCallId": "c1",
+                           "errorText": "discarded: the model's stream broke and the step was asked again"}]
+    outputs = [c for c in flat(batches) if c["type"] == "tool-output-available"]
+    assert outputs == [{"type": "tool-output-available", "toolCallId": "c2", "output": "5"}], "c1 is no call any more"
+
+
+@pytest.mark.parametrize("version", [5, 6])
+def test_before_7_a_restart_before_any_part_goes_on_in_the_same_step(version: Version) -> None:
+    events = [StepStart(step=1, max_steps=10), StepRestart(step=1, reason="drop"), StepStart(step=1, max_steps=10),
+              *text(0, "whole answer"), done()]
+    out = flat(ui(UIMessageStreamEncoder(version=version), events))
+    assert [c["type"] for c in out] == ["start-step", "text-start", "text-delta", "text-end", "finish-step", "finish"]
+
+
+@pytest.mark.parametrize("version", [5, 6, 7])
+def test_whole_steps_are_held_and_a_restart_drops_them(version: Version) -> None:
+    batches = ui(UIMessageStreamEncoder(version=version, steps="whole"), BROKEN_OPEN)
     assert all(b == [] for b in batches[:-1]), "nothing of a step goes out before its stream has ended"
     out = flat(batches)
     assert [c["type"] for c in out] == ["start-step", "text-start", "text-delta", "text-end", "finish-step", "finish"]
@@ -88,7 +147,7 @@ def test_in_7_a_step_streams_and_a_restart_is_reset_step() -> None:
 
 
 def test_held_step_goes_out_when_its_tools_begin() -> None:
-    enc = UIMessageStreamEncoder(version=6)
+    enc = UIMessageStreamEncoder(version=6, steps="whole")
     batches = ui(enc, [StepStart(step=1, max_steps=10), *text(0, "Adding."), *call(1, "c1", "calculator"),
                        *result(2, "c1", "5")])
     assert batches[:-2] == [[]] * (len(batches) - 2)
@@ -154,8 +213,29 @@ def agui(events: list[StreamEvent], **kw: Any) -> tuple[AGUIEncoder, list[dict[s
     return enc, out
 
 
-def test_ag_ui_frames_a_run_and_holds_a_restarted_step() -> None:
-    enc, out = agui(RESTARTED)
+def test_ag_ui_streams_live_and_a_restart_ends_what_is_open_then_snapshots_the_messages() -> None:
+    given = [{"id": "u1", "role": "user", "content": "hi"}]
+    before = [StepStart(step=1, max_steps=10), *call(0, "c0", "calculator"), *result(1, "c0", "5")]
+    enc = AGUIEncoder(thread_id="th", run_id="r1", model="m", messages=given)
+    enc.start()
+    batches = [enc.feed(e) for e in envs(*before, *BROKEN_OPEN)]
+    assert batches[len(before) + 2] == [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "r1-0-0", "delta": "broken ha"}]
+    restart = batches[len(before) + 5]
+    assert restart[:2] == [{"type": "TEXT_MESSAGE_END", "messageId": "r1-0-0"},
+                           {"type": "TOOL_CALL_END", "toolCallId": "c1"}]
+    assert restart[2] == {"type": "MESSAGES_SNAPSHOT", "messages": [
+        given[0],
+        {"id": "c0", "role": "assistant", "toolCalls": [
+            {"id": "c0", "type": "function", "function": {"name": "calculator", "arguments": "{}"}}]},
+        {"id": "result-c0", "toolCallId": "c0", "role": "tool", "content": "5"}]}
+    after = [e["type"] for b in batches[len(before) + 6:] for e in b]
+    assert after == ["STEP_FINISHED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
+                     "STEP_FINISHED", "RUN_FINISHED"]
+    assert batches[len(before) + 7][0]["messageId"] == "r1-1-0", "the new attempt's message has an id of its own"
+
+
+def test_ag_ui_whole_steps_hold_a_restarted_step() -> None:
+    enc, out = agui(BROKEN_OPEN, steps="whole")
     types = [e["type"] for e in out]
     assert types == ["RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
                      "STEP_FINISHED", "RUN_FINISHED"]
@@ -206,3 +286,37 @@ def test_ag_ui_notebook_state_and_its_patches() -> None:
                                                             "value": {"id": "b"}}
     assert change("cell_deleted", "a", 7)[0]["delta"][0] == {"op": "remove", "path": "/notebook/cells/0"}
     assert change("cell_output", "zz", 8) == []
+
+
+# The agent that speaks, in a session of several agents -----------------------------------------------------------
+
+def spoken_by(agent: str | None) -> list[StreamEvent]:
+    return [StepStart(step=1, max_steps=10, agent=agent),
+            BlockStart(index=0, type="text", agent=agent), BlockDelta(index=0, text="hi"),
+            BlockStop(index=0, block=TextBlock(seq=0, step=1, text="hi", agent=agent)),
+            BlockStart(index=1, type="tool_use", tool_use_id="c1", tool_name="t", agent=agent),
+            BlockStop(index=1, block=ToolUseBlock(seq=1, step=1, tool_use_id="c1", name="t", agent=agent)), done()]
+
+
+@pytest.mark.parametrize("version", [5, 6, 7])
+def test_ai_sdk_parts_name_their_agent_in_provider_metadata(version: Version) -> None:
+    chunks = flat(ui(UIMessageStreamEncoder(version=version), spoken_by("writer")))
+    text_start = next(c for c in chunks if c["type"] == "text-start")
+    assert text_start["providerMetadata"] == {"turnstream": {"agent": "writer"}}
+    call_start = next(c for c in chunks if c["type"] == "tool-input-start")
+    # 5's tool-input-start has no providerMetadata in its schema.
+    assert call_start.get("providerMetadata") == (None if version == 5 else {"turnstream": {"agent": "writer"}})
+    # Whole blocks (replayed) carry it too; a one-agent session carries none.
+    replayed = [e for e in spoken_by("writer") if not isinstance(e, BlockStart | BlockDelta)]
+    whole = next(c for c in flat(ui(UIMessageStreamEncoder(version=version), replayed)) if c["type"] == "text-start")
+    assert whole["providerMetadata"] == {"turnstream": {"agent": "writer"}}
+    assert not any("providerMetadata" in c for c in flat(ui(UIMessageStreamEncoder(version=version), spoken_by(None))))
+
+
+def test_ag_ui_text_messages_are_named_by_their_agent() -> None:
+    enc, out = agui(spoken_by("writer"))
+    start = next(e for e in out if e["type"] == "TEXT_MESSAGE_START")
+    assert start["name"] == "writer"
+    assert [m.get("name") for m in enc._messages.snapshot() if m["role"] == "assistant"] == ["writer", None]
+    _, plain = agui(spoken_by(None))
+    assert "name" not in next(e for e in plain if e["type"] == "TEXT_MESSAGE_START")

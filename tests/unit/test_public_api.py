@@ -10,20 +10,22 @@ import turnstream
 import turnstream.errors
 
 ERRORS = {
-    "AlreadyExists", "ApiError", "CalculatorError", "EditConflict", "FileTooLarge", "InvalidValue", "KernelError",
+    "AlreadyExists", "ApiError", "CalculatorError", "EditConflict", "FileTooLarge", "InputNeeded", "InvalidValue",
+    "KernelError", "MCPServerError", "MCPToolError",
     "MissingExtraError",
     "NotATextFileError", "NotFound", "OutputTooLarge", "Overloaded", "PathOutsideRootError", "ProviderError",
     "ProviderProtocolError", "ProviderStatusError", "ProviderStreamError", "Refused", "RemoteError",
     "RemoteStreamBroken", "RunError", "SandboxUnavailable", "SeqConflictError", "ServerError", "ShuttingDown",
     "SimulatedFault", "StoreError", "StoreWriteError", "StreamBrokenError", "ToolError", "ToolInputError",
     "TurnCancelled", "TurnConflictError", "TurnNotWaiting", "TurnTakenOver", "TurnstreamError", "UnknownCellError",
-    "UsageError", "UserExists",
+    "UsageError", "UserExists", "ContentRejected",
 }
 EXPECTED = {
     "Agent", "Block", "BlockDelta", "BlockStart", "BlockStop", "ErrorEvent", "Limits", "ProviderBlock",
     "RedactedThinkingBlock", "Session", "StepRestart", "StepStart", "StreamEvent",
     "TextBlock", "ThinkingBlock", "Tool", "ToolApproval", "ToolContext", "ToolRequest", "ToolResultBlock",
     "ToolUseBlock", "Turn", "TurnComplete", "TurnStart", "Usage", "tool",
+    "Attachment", "FilePart", "ImagePart", "UserBlock", "part_from_path",
 } | ERRORS
 
 
@@ -37,7 +39,8 @@ def test_event_names_match_the_spec() -> None:
     from turnstream.events import EVENT_TYPES
 
     assert set(EVENT_TYPES) == {"turn_start", "step_start", "block_start", "block_delta", "block_stop",
-                                "tool_request", "tool_approval", "step_restart", "turn_complete", "error"}
+                                "tool_request", "tool_approval", "step_restart", "usage", "budget_warning",
+                                "turn_complete", "error"}
 
 
 def _modules() -> list[str]:

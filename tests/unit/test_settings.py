@@ -36,11 +36,22 @@ def test_every_variable_is_read() -> None:
            "TURNSTREAM_NOTEBOOK_SANDBOX": "off", "TURNSTREAM_NOTEBOOK_NETWORK": "on", "TURNSTREAM_MAX_KERNELS": "4",
            "TURNSTREAM_KERNEL_IDLE_TIMEOUT": "off", "TURNSTREAM_KERNEL_MEMORY_MB": "1024",
            "TURNSTREAM_TOOLS": "my.tools:TOOLS", "TURNSTREAM_TITLE_MODEL": "openai:small",
-           "TURNSTREAM_NOTEBOOK_FILE_MB": "8", "TURNSTREAM_NOTEBOOK_FILES_MB": "64"}
+           "TURNSTREAM_NOTEBOOK_FILE_MB": "8", "TURNSTREAM_NOTEBOOK_FILES_MB": "64",
+           "TURNSTREAM_MCP_CONFIG": "/etc/mcp.json",
+           "TURNSTREAM_ATTACHMENT_MB": "0.5", "TURNSTREAM_MAX_ATTACHMENTS": "3",
+           "TURNSTREAM_QUEUED_MESSAGES": "next_turn", "TURNSTREAM_AGENTS": "/etc/agents.json",
+           "TURNSTREAM_AUDIT_REDACT": '["acct-[0-9]{8}", "pw=\\\\S+"]',
+           "TURNSTREAM_BUDGET_TURN_TOKENS": "5000", "TURNSTREAM_BUDGET_TURN_USD": "$0.25",
+           "TURNSTREAM_BUDGET_SESSION_TOKENS": "90000", "TURNSTREAM_BUDGET_SESSION_USD": "2",
+           "TURNSTREAM_BUDGET_USER_DAY_TOKENS": "1000000", "TURNSTREAM_BUDGET_USER_DAY_USD": "10.5",
+           "TURNSTREAM_BUDGET_WARN_AT": "0.9", "TURNSTREAM_BUDGET_ON_LIMIT": "answer",
+           "TURNSTREAM_PRICES": "/etc/prices.json"}
     assert {s.env for s in SETTINGS} == set(env)
     s = Settings.from_env(env)
+    assert (s.attachment_mb, s.max_attachments, s.queued_messages) == (0.5, 3, "next_turn")
     assert s.db.kind == "memory" and s.model == "openai:x" and s.host == "0.0.0.0" and s.port == 9000
     assert s.allowed_origins == ("http://a.example", "http://b.example")
+    assert s.mcp_config == Path("/etc/mcp.json")
     assert (s.ping_interval, s.admit_max_lag, s.admit_max_wait, s.header_timeout) == (0.5, 0.025, 3.0, 2.5)
     assert (s.log_level, s.log_format, s.access_log, s.gc, s.loop) == ("debug", "text", "on", "default", "asyncio")
     assert s.key_file == Path("/tmp/k.key") and s.home == Path("/tmp/h") and s.root == Path("/srv")
@@ -49,11 +60,24 @@ def test_every_variable_is_read() -> None:
     assert (s.notebook_sandbox, s.notebook_network, s.max_kernels, s.kernel_idle_timeout, s.kernel_memory_mb) == (
         False, True, 4, 0.0, 1024)
     assert (s.notebook_file_mb, s.notebook_files_mb) == (8, 64)
+    assert s.agents == Path("/etc/agents.json")
+    assert s.audit_redact == ("acct-[0-9]{8}", "pw=\\S+")
+    b = s.budgets()
+    assert (b.turn.tokens, b.turn.nano_usd, b.session.tokens, b.session.nano_usd) == (5000, 250_000_000, 90000,
+                                                                                     2_000_000_000)
+    assert (b.user_day.tokens, b.user_day.nano_usd, b.warn_at, b.on_limit) == (1_000_000, 10_500_000_000, 0.9,
+                                                                               "answer")
+    assert s.prices == Path("/etc/prices.json")
     assert "ts_secret" not in repr(s)
 
 
 @pytest.mark.parametrize(("var", "value"), [("TURNSTREAM_PORT", "eighty"), ("TURNSTREAM_DB", "mysql://x/y"),
-                                            ("TURNSTREAM_LOG_FORMAT", "xml"), ("TURNSTREAM_PING_INTERVAL", "soon")])
+                                            ("TURNSTREAM_LOG_FORMAT", "xml"), ("TURNSTREAM_PING_INTERVAL", "soon"),
+                                            ("TURNSTREAM_AUDIT_REDACT", "acct-1"),
+                                            ("TURNSTREAM_AUDIT_REDACT", '["acct-[0-9"]'),
+                                            ("TURNSTREAM_BUDGET_TURN_USD", "lots"),
+                                            ("TURNSTREAM_BUDGET_TURN_USD", "0.0000000001"),
+                                            ("TURNSTREAM_BUDGET_WARN_AT", "1.5")])
 def test_a_value_that_cannot_be_read_names_its_variable(var: str, value: str) -> None:
     with pytest.raises(UsageError, match=var):
         Settings.from_env({var: value})

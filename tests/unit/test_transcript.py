@@ -15,14 +15,14 @@ from turnstream.blocks import (
 )
 from turnstream.mock.validate import anthropic_errors
 from turnstream.providers.anthropic import messages_to_wire
-from turnstream.providers.base import Message
+from turnstream.providers.base import Message, ModelRequest
 from turnstream.transcript import INTERRUPTED_RESULT, build, repair, turn_messages
 
 ORIGIN = "anthropic:m"
 
 
 def wire_ok(messages: list[Message]) -> str | None:
-    return anthropic_errors({"messages": messages_to_wire(messages), "max_tokens": 10})
+    return anthropic_errors({"messages": messages_to_wire(ModelRequest("m", messages)), "max_tokens": 10})
 
 
 def call(i: str, step: int = 1) -> ToolUseBlock:

@@ -14,10 +14,13 @@ from rich.markup import escape
 
 from ..agent import LOCAL_USER, Agent, open_store_url
 from ..blocks import Turn
+from ..content import MediaPart
 from ..errors import TurnstreamError
+from ..limits import Limits
 from ..settings import Settings
 from ..store import Store
 from ..tools.tool import Tool
+from ..tools.toolset import Toolset
 from ..toolsets import calculator_tool, make_file_tools
 from .ui import ChatUI, LineReader, converse, show_history
 
@@ -50,7 +53,7 @@ async def run_chat(
     home: Path | None = None,
     system: str | None = None,
     max_steps: int = 10,
-    extra_tools: Sequence[Tool] = (),
+    extra_tools: Sequence[Tool | Toolset] = (),
     console: Console | None = None,
     stdin: TextIO | None = None,
 ) -> int:
@@ -60,7 +63,8 @@ async def run_chat(
     ``session`` resumes a stored conversation (or starts one under that id); ``db``
     overrides the store URL (default ``sqlite:///<home>/chat.db``, ``home`` being
     ``Settings().chat_home()`` unless given); ``extra_tools``
-    are added to ``list_directory``, ``read_file`` and ``calculator``.
+    are added to ``list_directory``, ``read_file`` and ``calculator`` (MCP servers among them
+    are closed when the chat ends).
     """
     console = console or Console(highlight=False)
     chat = ChatUI(console, LineReader(stdin))
@@ -68,8 +72,10 @@ async def run_chat(
         real_root = root.expanduser().resolve(strict=True)
         tools = [*make_file_tools(real_root), calculator_tool, *extra_tools]
         store = open_store_url(db or chat_db_url(home or Settings.from_env().chat_home()))
+        settings = Settings.from_env()
         agent = Agent(model, tools=tools, system=system or SYSTEM_PROMPT.format(root=real_root),
-                      max_steps=max_steps, store=store, approve=chat.approve)
+                      limits=Limits(max_steps=max_steps, budgets=settings.budgets()), store=store,
+                      approve=chat.approve, prices=settings.price_table())
     except (TurnstreamError, OSError) as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 2
@@ -82,8 +88,13 @@ async def run_chat(
                       highlight=False)
         show_history(console, history)
 
-        async def send(message: str) -> None:
-            await chat.turn(agent, message, session_id)
+        async def steer(text: str) -> bool:
+            return await agent.send(session_id, text)
+
+        chat.steer = steer
+
+        async def send(message: str, parts: list[MediaPart]) -> None:
+            await chat.turn(agent, message, session_id, parts)
 
         await converse(chat, send, f"turnstream chat --session {session_id}")
         return 0

@@ -9,18 +9,26 @@ file paths confined to ``--root``, failures turned into ``is_error`` results rea
 ``TypeName: message`` — and posts the result by ``tool_use_id``. The server then resumes the
 turn, and the client follows it on the events route from the last event id it saw, until a
 ``turn_complete`` with a final status.
+A server tool that needs the user's approval, and an MCP server's question (an elicitation,
+asked field by field as in the local chat), are answered on the same route.
+A line typed while the turn streams is posted to the turn route (``steer``: 202 queued), and
+the turn the server starts from lines that no step read is followed after the one that ended.
 
 Events are decoded back into the objects of ``turnstream.events`` and fed to the same
 ``Renderer`` as the local chat, so both look alike. A broken stream is picked up again from
 the last event id. Ctrl-C cancels the turn on the server. Every HTTP failure becomes one
 clear line (``RemoteError``), never a traceback.
+
+Why one module of this size: one client of one session's turns (send, follow, answer, steer,
+cancel), whose methods share the ids of the turns it follows.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -29,16 +37,20 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from ..blocks import ToolResultBlock, ToolUseBlock, Turn
+from ..blocks import ToolResultBlock, ToolUseBlock, Turn, UserBlock
 from ..client import RemoteAPI, client_tool_spec, decode_event, split_server_url
+from ..content import ImagePart, MediaPart
 from ..errors import RemoteError, RemoteStreamBroken, ServerError
-from ..events import ToolRequest, TurnComplete
+from ..events import BlockStop, ToolRequest, TurnComplete
 from ..sse_decoder import SSEEvent
 from ..tools.executor import ToolExecutor
 from ..tools.tool import Tool
 from ..toolsets import calculator_tool, make_file_tools
+from .elicit import ask_elicitation
 from .ui import ChatUI, LineReader, converse, show_history
 
+NEXT_TURN_WAIT = 10.0
+"""How long to look for the turn the server starts from lines the followed turn never read."""
 MAX_RECONNECTS = 3
 """How many times a broken event stream is picked up again (from the last event id) in a row."""
 CANCEL_TIMEOUT = 10.0
@@ -60,6 +72,11 @@ class RemoteChat:
         self.executor = ToolExecutor(self.tools, approver=chat.approve)
         self.turn_id: str | None = None
         self.last_id: str | None = None
+        self._steerable = False  # the followed turn streams: a line typed now can go to it
+        self._steering = asyncio.Lock()  # one line at a time; the turn's end waits for the one on its way
+        self._unread: list[str] = []  # lines queued into the followed turn that no step took yet
+        self._started: list[tuple[str, str]] = []  # (turn, line): a line that started a turn itself
+        self._denied: set[str] = set()  # waiting calls a line denied (it came as the turn paused)
 
     @property
     def _session_path(self) -> str:
@@ -67,16 +84,83 @@ class RemoteChat:
 
     # one message
 
-    async def send(self, message: str) -> None:
-        """Run one turn for ``message``; Ctrl-C cancels it on the server."""
+    async def send(self, message: str, parts: Sequence[MediaPart] = ()) -> None:
+        """Run one turn for ``message`` and its images or PDFs; Ctrl-C cancels it on the server."""
         self.turn_id = self.last_id = None
-        await self.chat.run_turn(lambda: self._turn(message), on_cancel=self.cancel)
+        await self.chat.run_turn(lambda: self._turn(message, parts), on_cancel=self.cancel)
 
-    async def _post_turn(self, message: str) -> AsyncGenerator[SSEEvent, None]:
+    # lines typed while the turn runs (docs/steering.md)
+
+    async def steer(self, text: str) -> bool:
+        """Send a line typed meanwhile to the followed turn (no client tools in the body, which
+        the route would refuse with 409); False when it cannot take it: the chat then sends it
+        as the next message."""
+        async with self._steering:
+            if not self._steerable:
+                return False
+            try:
+                status, reply, headers = await self.api.post_message(f"{self._session_path}/turns",
+                                                                     {"message": text})
+            except ServerError as exc:
+                if exc.status == 409:  # it waits for this client's tools
+                    return False
+                raise
+            if status == 202 and isinstance(reply, dict) and reply.get("outcome") == "denied":
+                self._denied.update(str(t) for t in reply.get("tool_use_ids") or [])
+                self.chat.renderer.note(f"[dim]↳ the turn was waiting for approvals: denied, with your words as "
+                                        f"the reason: {escape(text)}[/]")
+                return True
+            if status == 202:
+                self._unread.append(text)
+                return True
+            tid = headers.get("x-turn-id")  # the turn had ended: the line started the next one
+            if tid:
+                self._started.append((tid, text))
+                self.chat.renderer.note(f"[dim]↳ the turn had ended, so this started the next one: "
+                                        f"{escape(text)}[/]")
+                return True
+            raise RemoteError(f"the server answered {status} to a message sent while the turn ran")
+
+    async def _next_turn(self) -> str | None:
+        """The turn to follow after the one that ended: one a typed line started, or the one the
+        server starts from the lines that no step read."""
+        async with self._steering:  # a line on its way may yet start one
+            self._steerable = False
+        if self._started:
+            return self._started.pop(0)[0]
+        if not self._unread:
+            return None
+        texts, self._unread = self._unread, []
+        self.chat.renderer.note(f"[dim]↳ not read by this turn, so the server starts the next one with it: "
+                                f"{escape(' / '.join(texts))}[/]")
+        tid = await self._turn_after(self.turn_id)
+        if tid is None:
+            self.chat.error("the server started no turn from the lines this turn did not read")
+            self.chat.carry(texts)
+        return tid
+
+    async def _turn_after(self, turn_id: str | None) -> str | None:
+        """The id of the session's first turn after ``turn_id``, once the server started it."""
+        loop = asyncio.get_running_loop()
+        deadline, pause = loop.time() + NEXT_TURN_WAIT, 0.05
+        while True:
+            ids = [t.id for t in await self.turns()]
+            after = ids[ids.index(turn_id) + 1:] if turn_id in ids else []
+            if after:
+                return after[0]
+            if loop.time() >= deadline:
+                return None
+            await asyncio.sleep(pause)  # the server starts it as soon as the turn ends
+            pause = min(pause * 2, 0.5)
+
+    async def _post_turn(self, message: str, parts: Sequence[MediaPart] = ()) -> AsyncGenerator[SSEEvent, None]:
         """``POST …/turns``; a declared tool that shadows a server tool of this session (422)
         is left out — the server's own tool of that name serves — and the post is retried."""
         while True:
-            body = {"message": message, "client_tools": self.client_tools}
+            body: dict[str, Any] = {"message": message, "client_tools": self.client_tools}
+            if parts:
+                body["parts"] = [{"type": "image" if isinstance(p, ImagePart) else "file", "media_type": p.media_type,
+                                  "data": base64.b64encode(p.data).decode(), "name": p.name} for p in parts]
             try:
                 stream = self.api.events("POST", f"{self._session_path}/turns", body=body,
                                          on_headers=self._turn_headers)
@@ -116,9 +200,13 @@ class RemoteChat:
         return self.api.events("GET", f"{self._session_path}/turns/{self.turn_id}/events",
                                last_event_id=self.last_id)
 
-    async def _turn(self, message: str) -> None:
+    async def _turn(self, message: str, parts: Sequence[MediaPart] = ()) -> None:
         try:
-            await self._drive(self._post_turn(message))
+            await self._drive(self._post_turn(message, parts))
+            while (tid := await self._next_turn()) is not None:
+                self.turn_id, self.last_id = tid, None
+                self.chat.renderer.waiting()
+                await self._drive(self._follow())
         except RemoteError as exc:
             self.chat.error(str(exc))
 
@@ -129,12 +217,15 @@ class RemoteChat:
         while True:
             final: TurnComplete | None = None
             broken: RemoteStreamBroken | None = None
+            self._steerable = True
             try:
                 async with contextlib.aclosing(source) as events:
                     async for sse in events:
                         final = self._take(sse, pending) or final
             except RemoteStreamBroken as exc:
                 broken = exc
+            finally:
+                self._steerable = final is None  # a broken stream is followed again
             if final is None:
                 if self.turn_id is None or reconnects >= MAX_RECONNECTS:
                     raise broken or RemoteError("the server closed the event stream before the turn ended")
@@ -158,10 +249,14 @@ class RemoteChat:
         if ev is None:
             return None
         if isinstance(ev, ToolRequest):
+            self._steerable = False  # the turn pauses: a line typed now is the next message
             pending.append(ev)  # answered once the stream pauses
             return None
         if isinstance(ev, TurnComplete):
+            self._steerable = False
             return ev
+        if isinstance(ev, BlockStop) and isinstance(ev.block, UserBlock) and ev.block.text in self._unread:
+            self._unread.remove(ev.block.text)  # a step took a line typed meanwhile
         self.chat.renderer.handle(ev)
         return None
 
@@ -171,30 +266,62 @@ class RemoteChat:
         try:
             if not requests:
                 raise RemoteError("the turn waits for tool results, but no tool request reached this client")
+            allowed: set[str] = set()
+            denied, self._denied = self._denied, set()
             for req in requests:
-                await self._answer(req)
+                if req.tool_use_id in denied:
+                    continue  # a line typed as the turn paused denied it already
+                if (req.executor == "server" and req.note is None and req.elicitation is None
+                        and req.tool_name in allowed):
+                    continue  # the server approved it with the "always" answered for an earlier call
+                if await self._answer(req):
+                    allowed.add(req.tool_name)
         except RemoteError:
             await self.cancel()
             raise
 
-    async def _answer(self, req: ToolRequest) -> None:
+    async def _answer(self, req: ToolRequest) -> bool:
+        """Answer one request; True when the user allowed its tool for the rest of the session."""
         call = ToolUseBlock(tool_use_id=req.tool_use_id, name=req.tool_name, input=req.input)
         body: dict[str, Any] = {"tool_use_id": req.tool_use_id, "turn_id": self.turn_id}
-        if req.executor == "client":
+        if req.elicitation is not None:  # a server tool's question (an MCP elicitation), asked here
+            self.chat.renderer.quiet()
+            body |= await ask_elicitation(self.chat.ask, self.chat.console, req.tool_name, req.elicitation)
+        elif req.executor == "client":
             outcome = await self.executor.decide(call)  # unknown tool, or approval asked here
             self.chat.renderer.waiting(f"running {req.tool_name} here…")
             await self.executor.run([outcome], session_id=self.session_id, turn_id=self.turn_id or "")
             self.chat.renderer.quiet()
             body |= {"content": outcome.content, "is_error": outcome.is_error}
         else:  # a server tool that needs the user's approval
-            body["approved"] = await self.chat.approve(call, Tool.client(req.tool_name))
+            answer = await self.chat.approve(call, Tool.client(req.tool_name))
+            body["approved"] = answer is True or answer == "always"
+            if answer == "always":
+                body["always"] = True
         reply = await self.api.call("POST", f"{self._session_path}/tool-results", body)
         if self.last_id is None and isinstance(reply, dict) and isinstance(reply.get("last_event_id"), str):
             self.last_id = reply["last_event_id"]
+        return bool(body.get("always"))
 
     async def cancel(self) -> None:
         """Cancel the current turn on the server (after Ctrl-C). A turn that already ended is fine."""
+        self._steerable = False
         turn_ids = [self.turn_id] if self.turn_id else await self._open_turn_ids()
+        await self._cancel_turns(turn_ids)
+        # Lines typed meanwhile that no step read: the server starts a turn from them as this one
+        # ends. Cancelled too; the lines are the next message, as in the local chat.
+        started, self._started = self._started, []
+        unread, self._unread = self._unread, []
+        later = [tid for tid, _ in started]
+        if unread:
+            with contextlib.suppress(RemoteError):
+                tid = await self._turn_after(later[-1] if later else self.turn_id)
+                if tid is not None:
+                    later.append(tid)
+        await self._cancel_turns(later)
+        self.chat.carry([text for _, text in started] + unread)
+
+    async def _cancel_turns(self, turn_ids: list[str]) -> None:
         for tid in turn_ids:
             try:
                 await asyncio.wait_for(self.api.call("POST", f"{self._session_path}/turns/{tid}/cancel"),
@@ -315,6 +442,7 @@ async def run_remote_chat(
         try:
             session_id, session_model = await _open_session(api, session, model)
             remote = RemoteChat(api, chat, session_id, tools)
+            chat.steer = remote.steer
             history = await remote.turns() if session is not None else []
         except RemoteError as exc:
             console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)

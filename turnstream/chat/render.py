@@ -1,8 +1,10 @@
 """How the terminal chat shows a turn: ``Renderer`` turns the events of a turn (SPEC §8) into
 Rich output, in arrival order: text streamed as it comes (rendered as Markdown on a terminal,
 see ``MarkdownStream``), thinking dimmed, a tool call's arguments streamed live with its result
-beneath, a spinner while the model has not said anything yet. The local chat and the server
-client (``chat/remote.py``) feed it the same events, so both look alike.
+beneath, a spinner while the model has not said anything yet. In a session of several agents
+(docs/agents.md) the name of the agent that speaks is printed before its first block of a turn,
+and again at each hand-off. The local chat and the server client (``chat/remote.py``) feed it
+the same events, so both look alike.
 """
 
 from __future__ import annotations
@@ -14,23 +16,37 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
-from ..blocks import ThinkingBlock, ToolResultBlock, ToolUseBlock
+from ..blocks import ThinkingBlock, ToolResultBlock, ToolUseBlock, Usage, UserBlock
 from ..events import (
     BlockDelta,
     BlockStart,
     BlockStop,
+    BudgetWarning,
     ErrorEvent,
     StepRestart,
     StepStart,
+    StepUsage,
     StreamEvent,
     ToolRequest,
     TurnComplete,
     TurnStart,
 )
+from ..pricing import dollars
 from .markdown import MarkdownPiece, MarkdownStream
 
 RESULT_PREVIEW_LINES = 8
 RESULT_PREVIEW_LINE_CHARS = 200
+
+
+def usage_line(usage: Usage, cost_nano_usd: int | None, steps: int) -> str:
+    """A turn's usage in one line: ``1,234 in · 56 out · cache 900 read, 0 written · $0.0042 · 2 steps``."""
+    parts = [f"{usage.input_tokens:,} in", f"{usage.output_tokens:,} out"]
+    if usage.cache_read_input_tokens or usage.cache_creation_input_tokens:
+        parts.append(f"cache {usage.cache_read_input_tokens:,} read, {usage.cache_creation_input_tokens:,} written")
+    if cost_nano_usd:
+        parts.append(dollars(cost_nano_usd))
+    parts.append(f"{steps} step{'s' if steps != 1 else ''}")
+    return " · ".join(parts)
 
 
 @dataclass(slots=True)
@@ -57,6 +73,9 @@ class Renderer:
         self._md: MarkdownStream | None = None
         self._md_index: int | None = None
         self._at_line_start = True
+        self._agent: str | None = None
+        self._cost: int | None = None
+        """The turn's cost so far, from its ``usage`` events (None before the first)."""
 
     # spinner
 
@@ -108,6 +127,14 @@ class Renderer:
         self.console.print(markup, highlight=False, soft_wrap=True)
         self._at_line_start = True
 
+    def note(self, markup: str) -> None:
+        """A line of the chat's own amid a turn (a message typed meanwhile was queued): above the
+        live paragraph or the spinner when one is shown, which go on beneath it."""
+        if self._md is not None or self._status is not None:
+            self.console.print(markup, highlight=False, soft_wrap=True)
+        else:
+            self._line(markup)
+
     def newline(self) -> None:
         if not self._at_line_start:
             self.console.print()
@@ -117,6 +144,7 @@ class Renderer:
 
     def handle(self, ev: StreamEvent) -> None:
         if isinstance(ev, TurnStart):
+            self._agent = None
             self.waiting()
         elif isinstance(ev, StepStart):
             if ev.step > 1:
@@ -131,14 +159,32 @@ class Renderer:
             self._line(f"[yellow]↻ step {ev.step} restarted: {escape(ev.reason)}[/]")
             self._open.clear()
             self.waiting()
+        elif isinstance(ev, StepUsage):
+            self._cost = ev.turn_cost_nano_usd
+        elif isinstance(ev, BudgetWarning):
+            used = f"{ev.spent_tokens:,} of {ev.limit_tokens:,} tokens" if ev.limit_tokens is not None else (
+                f"{dollars(ev.spent_nano_usd)} of {dollars(ev.limit_nano_usd or 0)}")
+            self._line(f"[yellow]⚠ budget ({ev.scope.replace('_', ' ')}): {used} used[/]")
+        elif isinstance(ev, ToolRequest) and ev.budget is not None:
+            self._line(f"[yellow]⏸ {escape(ev.note or 'budget reached')}[/]")
         elif isinstance(ev, ToolRequest):
+            if ev.elicitation is not None:  # the chat asks the user itself (chat/elicit.py)
+                return
             self._line(f"[yellow]… waiting for a client to run {escape(ev.tool_name)}[/]")
         elif isinstance(ev, ErrorEvent):
             self._line(f"[bold red]error:[/] [red]{escape(ev.message)}[/]")
         elif isinstance(ev, TurnComplete):
             self._complete(ev)
 
+    def _speaker(self, agent: str | None) -> None:
+        """Name the agent when it is not the one that spoke last in this turn."""
+        if agent is None or agent == self._agent:
+            return
+        self._agent = agent
+        self._line(f"[bold magenta]{escape(agent)}:[/]")
+
     def _start(self, ev: BlockStart) -> None:
+        self._speaker(ev.agent)
         self._open[ev.index] = _Open(ev.type, ev.tool_name)
         if ev.tool_use_id and ev.tool_name:
             self._names[ev.tool_use_id] = ev.tool_name
@@ -173,6 +219,8 @@ class Renderer:
     def _stop(self, ev: BlockStop) -> None:
         blk = self._open.pop(ev.index, None)
         block = ev.block
+        if blk is None and block is not None:
+            self._speaker(block.agent)
         if self._md_index == ev.index:
             self._finish_text()
         if isinstance(block, ToolUseBlock):
@@ -186,6 +234,9 @@ class Renderer:
             self.waiting("running tools…")
         elif isinstance(block, ToolResultBlock):
             self._result(block)
+        elif isinstance(block, UserBlock):
+            if block.text:  # a message sent while the turn ran, read from the next step on
+                self._line(f"[bold green]you, while it worked ›[/] {escape(block.text)}")
         elif blk is None or not blk.streamed:
             # Not streamed: a block with no deltas, or one replayed by a resumed stream, which
             # carries finished blocks instead of the deltas it missed (block_start included).
@@ -222,6 +273,9 @@ class Renderer:
         if len(lines) > RESULT_PREVIEW_LINES:
             self.console.print(f"    … {len(lines) - RESULT_PREVIEW_LINES} more lines from {name}",
                                style="dim", markup=False, highlight=False)
+        for a in block.attachments:  # a terminal draws no pictures: a line says what came back
+            self.console.print(f"    🖼 {a.name or 'image'} ({a.media_type}, {a.size} bytes) from {name}",
+                               style="dim", markup=False, highlight=False)
         self._at_line_start = True
 
     def _complete(self, ev: TurnComplete) -> None:
@@ -237,4 +291,9 @@ class Renderer:
             self._line("[yellow](stopped: output limit reached)[/]")
         elif ev.stop_reason == "refusal":
             self._line("[yellow](the model declined)[/]")
+        elif ev.stop_reason == "budget":
+            self._line("[yellow](stopped: budget reached)[/]")
+        if ev.status != "awaiting_client":
+            self._line(f"[dim]↳ {usage_line(ev.usage, self._cost, ev.steps)}[/]")
+            self._cost = None
         self._open.clear()

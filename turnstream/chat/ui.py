@@ -13,8 +13,9 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from typing import Any, TextIO
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal, TextIO
 
 import orjson
 from rich.console import Console
@@ -22,9 +23,14 @@ from rich.markup import escape
 
 from ..agent import Agent
 from ..blocks import TextBlock, ToolUseBlock, Turn
+from ..content import MediaPart, check_parts, part_from_path
+from ..errors import ContentRejected, TurnstreamError
+from ..events import ToolRequest
 from ..tools.tool import Tool
+from .elicit import ask_elicitation
 from .farewell import is_farewell
 from .render import Renderer
+from .typeahead import TypeAhead, terminal_fd
 
 GOODBYE = "Bye! (resume this conversation with: {command})"
 
@@ -128,16 +134,62 @@ def _sigint(handler: Callable[[], None]) -> Iterator[bool]:
 
 
 class ChatUI:
-    """The terminal side of one chat: console, input, renderer and Ctrl-C handling."""
+    """The terminal side of one chat: console, input, renderer and Ctrl-C handling.
+
+    ``steer`` (set by the local and the server chat) sends a line typed while a turn runs to
+    that turn: True when the turn took it, False when no turn ran any more (the line is then
+    ``carried`` to be the next message).
+    """
 
     def __init__(self, console: Console, reader: LineReader) -> None:
         self.console = console
         self.reader = reader
         self.renderer = Renderer(console)
         self.interrupts = _Interrupts()
+        self.steer: Callable[[str], Awaitable[bool]] | None = None
+        self.carried: list[str] = []
+        self.typing = TypeAhead(reader.readline, terminal_fd(reader.stream), self._typed)
+
+    async def _typed(self, text: str) -> None:
+        """A line typed while the turn runs: send it to the turn and say so."""
+        if self.steer is None:
+            return
+        try:
+            taken = await self.steer(text)
+        except TurnstreamError as exc:
+            self.renderer.note(f"[bold red]error:[/] [red]{escape(text)} was not sent: {escape(str(exc))}[/]")
+            return
+        if taken:
+            self.renderer.note(f"[dim]↳ queued: {escape(text)}[/]")
+        else:
+            self.carry([text])
+
+    def carry(self, texts: Sequence[str]) -> None:
+        """Messages meant for a turn that ended before it read them: the next message."""
+        if texts:
+            self.carried.extend(texts)
+            self.renderer.note(f"[dim]↳ not read by this turn, so it is your next message: "
+                               f"{escape(' / '.join(texts))}[/]")
+
+    def take_carried(self, prompt: str) -> str:
+        """The carried messages as the next one, printed after ``prompt`` as if typed there."""
+        line, self.carried = "\n\n".join(self.carried), []
+        self.renderer.quiet()
+        self.renderer.newline()
+        self.console.print(prompt, end="", highlight=False)
+        self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        return line
 
     async def ask(self, prompt: str) -> str | None:
-        """Print ``prompt`` and read a line; None at end of input, "" after Ctrl-C."""
+        """Print ``prompt`` and read a line; None at end of input, "" after Ctrl-C. During a
+        turn the lines typed ahead wait meanwhile, so the answer is read here."""
+        await self.typing.pause()
+        try:
+            return await self._ask(prompt)
+        finally:
+            self.typing.resume()
+
+    async def _ask(self, prompt: str) -> str | None:
         self.renderer.quiet()
         self.renderer.newline()
         self.console.print(prompt, end="", highlight=False)
@@ -154,17 +206,21 @@ class ChatUI:
         self.interrupts.presses_at_prompt = 0
         return task.result()
 
-    async def approve(self, call: ToolUseBlock, tool: Tool) -> bool:
-        """The Agent's approval hook: ask y/n inline before a ``requires_approval`` tool runs."""
+    async def approve(self, call: ToolUseBlock, tool: Tool) -> bool | Literal["always"]:
+        """The Agent's approval hook: ask inline before a ``requires_approval`` tool runs:
+        y allows this call, a allows the tool for the rest of the session, anything else denies."""
         args = orjson.dumps(call.input).decode()
         if len(args) > 300:
             args = args[:300] + "…"
         answer = await self.ask(f"[bold yellow]Allow {escape(call.name)}[/] [dim]{escape(args)}[/] "
-                                r"[bold yellow]\[y/N][/] ")
-        ok = (answer or "").strip().lower() in ("y", "yes")
-        self.console.print("[green]✓ allowed[/]" if ok else "[red]✗ denied[/]", highlight=False)
+                                r"[bold yellow]\[y/N/a: always in this session][/] ")
+        word = (answer or "").strip().lower()
+        result: bool | Literal["always"] = "always" if word in ("a", "always") else word in ("y", "yes")
+        shown = {"always": f"[green]✓ always allowed in this session: {escape(call.name)}[/]",
+                 True: "[green]✓ allowed[/]", False: "[red]✗ denied[/]"}[result]
+        self.console.print(shown, highlight=False)
         self.renderer.waiting("running tools…")
-        return ok
+        return result
 
     def error(self, message: str) -> None:
         """An error line (the chat goes on)."""
@@ -180,10 +236,13 @@ class ChatUI:
         self.renderer.waiting()
         task = asyncio.create_task(work())
         self.interrupts.target = task
+        if self.steer is not None:
+            self.typing.start()
         try:
             await asyncio.wait({task})
         finally:
             self.interrupts.target = None
+            await self.typing.stop()
             self.renderer.quiet()
         if task.cancelled():
             if on_cancel is not None:
@@ -194,28 +253,75 @@ class ChatUI:
             self.error(f"{type(exc).__name__}: {exc}")
         self.renderer.newline()
 
-    async def turn(self, agent: Agent, message: str, session_id: str) -> None:
+    async def turn(self, agent: Agent, message: str, session_id: str, parts: Sequence[MediaPart] = ()) -> None:
         """Stream one local turn; Ctrl-C cancels it (the Agent closes the turn out as ``cancelled``)."""
 
         async def consume() -> None:
-            async for ev in agent.stream(message, session_id=session_id):
-                self.renderer.handle(ev)
+            events = agent.stream([message, *parts] if parts else message, session_id=session_id)
+            while True:  # again after each round of questions: a budget reached, an MCP server's (elicitation)
+                budget: list[ToolRequest] = []
+                asked: list[ToolRequest] = []
+                async for ev in events:
+                    self.renderer.handle(ev)
+                    if isinstance(ev, ToolRequest) and ev.budget is not None:
+                        budget.append(ev)
+                    elif isinstance(ev, ToolRequest) and ev.elicitation is not None:
+                        asked.append(ev)
+                if not budget and not asked:
+                    return
+                turn_id = (budget or asked)[0].turn_id
+                if budget:  # ask whether to go on, and answer every waiting call alike
+                    answer = await self.ask(r"[bold yellow]Continue? \[y/N][/] ")
+                    ok = (answer or "").strip().lower() in ("y", "yes")
+                    for req in budget:  # the local chat's tools all run here, on the server side
+                        await agent.submit(turn_id, req.tool_use_id, approved=ok)
+                for req in asked:
+                    self.renderer.quiet()
+                    reply = await ask_elicitation(self.ask, self.console, req.tool_name, req.elicitation or {})
+                    await agent.submit(req.turn_id, req.tool_use_id, **reply)
+                self.renderer.waiting("running tools…")
+                events = agent.resume_stream(turn_id)
 
         await self.run_turn(consume)
+        # Lines sent during the turn's last step: no step read them.
+        self.carry([m.text for m in await agent.store.take_queued(session_id) if m.text])
 
 
-async def converse(chat: ChatUI, send: Callable[[str], Awaitable[None]], resume_command: str, *,
+ATTACH = "/attach"
+
+
+def attach(console: Console, line: str, pending: list[MediaPart]) -> None:
+    """``/attach PATH``: an image or PDF for the next message, one line saying what was taken
+    (or why not: the same type and size checks as the library's)."""
+    path = line[len(ATTACH):].strip()
+    if not path:
+        console.print("[dim]usage: /attach PATH (a PNG, JPEG, GIF or WebP image, or a PDF)[/]", highlight=False)
+        return
+    try:
+        part = part_from_path(Path(path).expanduser())
+        check_parts([*pending, part])
+    except (OSError, ContentRejected) as exc:
+        console.print(f"[bold red]error:[/] [red]{escape(path)}: {escape(str(exc))}[/]", highlight=False)
+        return
+    pending.append(part)
+    console.print(f"[dim]📎 {escape(part.name or path)} ({part.media_type}, {len(part.data)} bytes) goes with "
+                  "your next message[/]", highlight=False)
+
+
+async def converse(chat: ChatUI, send: Callable[[str, list[MediaPart]], Awaitable[None]], resume_command: str, *,
                    first: Callable[[], Awaitable[None]] | None = None) -> None:
     """The read–answer loop until the user leaves: Ctrl-D, Ctrl-C twice at the prompt, or a
-    message that is only a farewell (which never reaches the model). ``first`` runs before
-    the first prompt, with Ctrl-C already handled. Ends with the goodbye line naming
-    ``resume_command``."""
+    message that is only a farewell (which never reaches the model). ``/attach PATH`` adds an
+    image or PDF to the next message. ``first`` runs before the first prompt, with Ctrl-C
+    already handled. Ends with the goodbye line naming ``resume_command``."""
     console = chat.console
+    pending: list[MediaPart] = []
     with _sigint(chat.interrupts):
         if first is not None:
             await first()
         while True:
-            line = await chat.ask("\n[bold green]you ›[/] ")
+            prompt = "\n[bold green]you ›[/] "
+            line = chat.take_carried(prompt) if chat.carried else await chat.ask(prompt)
             if line is None:
                 break
             if line == "":
@@ -227,9 +333,13 @@ async def converse(chat: ChatUI, send: Callable[[str], Awaitable[None]], resume_
             message = line.strip()
             if not message:
                 continue
-            if is_farewell(message):
+            if message == ATTACH or message.startswith(ATTACH + " "):
+                attach(console, message, pending)
+                continue
+            if is_farewell(message) and not pending:
                 break
-            await send(message)
+            parts, pending = pending, []
+            await send(message, parts)
     chat.renderer.newline()
     console.print(GOODBYE.format(command=resume_command), highlight=False, markup=False, soft_wrap=True)
 
@@ -240,6 +350,8 @@ def show_history(console: Console, turns: list[Turn], keep: int = 3) -> None:
     console.print(f"[dim]… {len(turns)} earlier turn(s); the last ones:[/]", highlight=False)
     for t in turns[-keep:]:
         console.print(f"[bold]you ›[/] {escape(t.input)}", highlight=False)
-        answer = "".join(b.text for b in t.blocks if isinstance(b, TextBlock) and b.step == t.steps).strip()
+        last = [b for b in t.blocks if isinstance(b, TextBlock) and b.step == t.steps]
+        answer = "".join(b.text for b in last).strip()
         if answer:
-            console.print(escape(answer), style="dim", highlight=False)
+            who = f"[bold magenta]{escape(last[0].agent)}:[/] " if last[0].agent else ""
+            console.print(who + f"[dim]{escape(answer)}[/]", highlight=False)

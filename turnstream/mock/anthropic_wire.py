@@ -14,7 +14,7 @@ from typing import Any
 from ..scenarios.engine import RequestView, StepScript, fragments, text_of
 
 
-def request_view(body: dict[str, Any]) -> RequestView:
+def request_view(body: dict[str, Any], *, steering: bool = False) -> RequestView:
     messages = body.get("messages") or []
     user_texts, rounds, results, last_input = 0, 0, [], ""
     for m in messages:
@@ -25,7 +25,8 @@ def request_view(body: dict[str, Any]) -> RequestView:
             for b in blocks:
                 if b.get("type") == "tool_result":
                     results.append(text_of(b.get("content")))
-            if texts:
+            # with steering, text beside tool results was sent while the turn ran: the round goes on
+            if texts and not (steering and any(b.get("type") == "tool_result" for b in blocks)):
                 user_texts += 1
                 rounds, results = 0, []
                 last_input = "".join(texts)
@@ -44,7 +45,8 @@ def frames(script: StepScript, *, msg_id: str, model: str, truncate: bool = Fals
     out = [_frame({"type": "message_start", "message": {
         "id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
         "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": script.usage.get("input_tokens", 0), "cache_creation_input_tokens": 0,
+        "usage": {"input_tokens": script.usage.get("input_tokens", 0),
+                  "cache_creation_input_tokens": script.usage.get("cache_creation_input_tokens", 0),
                   "cache_read_input_tokens": script.usage.get("cache_read_input_tokens", 0), "output_tokens": 1}}}),
            _frame({"type": "ping"})]
     size = script.fragment_size
@@ -109,7 +111,8 @@ def message(script: StepScript, *, msg_id: str, model: str) -> dict[str, Any]:
             content.append({"type": "tool_use", "id": b.id, "name": b.name, "input": parsed_input(b.arguments)})
     return {"id": msg_id, "type": "message", "role": "assistant", "model": model, "content": content,
             "stop_reason": script.stop_reason, "stop_sequence": None,
-            "usage": {"input_tokens": script.usage.get("input_tokens", 0), "cache_creation_input_tokens": 0,
+            "usage": {"input_tokens": script.usage.get("input_tokens", 0),
+                      "cache_creation_input_tokens": script.usage.get("cache_creation_input_tokens", 0),
                       "cache_read_input_tokens": script.usage.get("cache_read_input_tokens", 0),
                       "output_tokens": script.usage.get("output_tokens", 0)}}
 

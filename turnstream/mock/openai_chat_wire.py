@@ -18,17 +18,27 @@ import json
 import time
 from typing import Any
 
+from ..providers.openai_chat import TOOL_IMAGES
 from ..scenarios.engine import RequestView, StepScript, fragments, text_of
 
 FINISH_REASONS = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length",
                   "stop_sequence": "stop", "refusal": "content_filter", "pause_turn": "stop"}
 
 
-def request_view(body: dict[str, Any]) -> RequestView:
+_TOOL_IMAGES = TOOL_IMAGES.split("{", 1)[0]
+
+
+def request_view(body: dict[str, Any], *, steering: bool = False) -> RequestView:
     user_texts, rounds, last_input = 0, 0, ""
     results: list[str] = []
+    prev = None
     for m in body.get("messages") or []:
         role = m.get("role")
+        after_results, prev = prev == "tool", role
+        # a tool's images (Chat cannot put them in a tool message) or, with steering, a message sent
+        # while the turn ran: the round goes on
+        if role == "user" and after_results and (steering or text_of(m.get("content")).startswith(_TOOL_IMAGES)):
+            continue
         if role == "user":
             text = text_of(m.get("content"))
             user_texts += 1

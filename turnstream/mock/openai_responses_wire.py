@@ -27,17 +27,21 @@ _ASSISTANT_ITEMS = {"function_call", "reasoning", "web_search_call", "file_searc
                     "tool_search_call", "tool_search_output"}
 
 
-def request_view(body: dict[str, Any]) -> RequestView:
+def request_view(body: dict[str, Any], *, steering: bool = False) -> RequestView:
     items = body.get("input")
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
     user_texts, rounds, last_input = 0, 0, ""
     results: list[str] = []
     in_round = False
+    prev = None
     for item in items or []:
         if not isinstance(item, dict):
             continue
-        itype = item.get("type", "message")
+        itype, prev_type = item.get("type", "message"), prev
+        prev = itype
+        if steering and itype == "message" and item.get("role") == "user" and prev_type == "function_call_output":
+            continue  # sent while the turn ran: the round goes on
         if itype == "message" and item.get("role") in ("user", "system", "developer"):
             in_round = False
             if item.get("role") == "user":

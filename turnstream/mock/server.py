@@ -39,8 +39,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..errors import SimulatedFault
-from ..scenarios.engine import RequestView, Scenario, StepScript
+from ..scenarios.engine import RequestView, Scenario, StepScript, wait_at_gate
 from . import anthropic_wire, openai_chat_wire, openai_responses_wire
+from .prompt_cache import PromptCache
 from .validate import anthropic_errors, openai_chat_errors, openai_responses_errors
 
 SENT_AT = b"{{sent_at}}"
@@ -51,7 +52,8 @@ SENT_AT = b"{{sent_at}}"
 class WireFormat:
     """What the mock needs to serve one API."""
 
-    view: Callable[[dict[str, Any]], RequestView]
+    view: Callable[..., RequestView]
+    """The request as the scenario engine reads it (``steering=`` the scenario's rule)."""
     frames: Callable[..., list[bytes]]
     answer: Callable[..., dict[str, Any]]
     """The non-streaming answer: the step as one JSON object."""
@@ -105,6 +107,7 @@ class MockProvider:
         self.default = default or Scenario.load("echo")
         self.scenarios: dict[str, Scenario] = {}
         self.requests: list[dict[str, Any]] = []
+        self.prompt_cache = PromptCache()
         self.formats: dict[str, WireFormat] = {"/v1/messages": ANTHROPIC, "/v1/chat/completions": OPENAI_CHAT,
                                                "/v1/responses": OPENAI_RESPONSES}
 
@@ -127,7 +130,11 @@ class MockProvider:
         scenario = self.scenario_for(body)
         if "replay" in scenario.doc:
             return self._replay(scenario.doc)
-        script = scenario.script(fmt.view(body), id_prefix=fmt.id_prefix)
+        script = scenario.script(fmt.view(body, steering=scenario.steering), id_prefix=fmt.id_prefix)
+        if fmt is ANTHROPIC:
+            cached = self.prompt_cache.usage(body)
+            if cached is not None:  # the request asks for caching: input tokens as the cache splits them
+                script.usage = {**cached, **script.usage}  # cache counts a scenario scripts win
         fault = script.fault or {}
         if fault.get("kind") == "status":
             headers = {}
@@ -176,7 +183,10 @@ class MockProvider:
         after_events = int(fault.get("after_events", 3))
         after_bytes = int(fault.get("after_bytes", 200))
         sent = 0
+        gate = script.gate
         for i, frame in enumerate(frames):
+            if gate and i == int(gate.get("after_events", 1)):
+                await wait_at_gate(gate)
             if kind == "error_event" and i == after_events:
                 yield fmt.error_frame(str(fault.get("error_type", "overloaded_error")),
                                       str(fault.get("message", "Overloaded")))
@@ -220,6 +230,7 @@ class MockProvider:
     async def reset(self, request: Request) -> Response:
         self.scenarios.clear()
         self.requests.clear()
+        self.prompt_cache = PromptCache()
         return JSONResponse({"ok": True})
 
     def app(self) -> Starlette:

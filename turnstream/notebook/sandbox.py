@@ -227,6 +227,12 @@ def build_command(*, bwrap: str, runtime: Runtime, config: SandboxConfig, limits
     else:
         b.file("/etc/hosts", "127.0.0.1 localhost notebook\n::1 localhost\n")
 
+    # The private /tmp, /dev/shm and home first: the runtime is bound over them afterwards, so a
+    # virtual environment that lives under /tmp (a checkout there) stays visible.
+    b.args += ["--proc", "/proc", "--dev", "/dev"]
+    b.tmpfs("/dev/shm", limits.tmp_bytes)
+    b.tmpfs("/tmp", limits.tmp_bytes)
+    b.tmpfs(HOME, limits.workdir_bytes)
     bound: list[str] = []
     for path in (runtime.executable, runtime.libpython, *runtime.stdlib, *runtime.site):
         if path and not _under(path, "/usr") and not any(_under(path, d) for d in bound):
@@ -237,10 +243,6 @@ def build_command(*, bwrap: str, runtime: Runtime, config: SandboxConfig, limits
     for name in SCRIPTS:
         b.ro_bind(str(script_dir / name), f"{KERNEL_DIR}/{name}")
 
-    b.args += ["--proc", "/proc", "--dev", "/dev"]
-    b.tmpfs("/dev/shm", limits.tmp_bytes)
-    b.tmpfs("/tmp", limits.tmp_bytes)
-    b.tmpfs(HOME, limits.workdir_bytes)
     b.args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", HOME, "--clearenv"]
     for key, value in sandbox_env(limits).items():
         b.args += ["--setenv", key, value]

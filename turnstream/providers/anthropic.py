@@ -8,6 +8,7 @@ payload is parsed once with orjson and mapped to a neutral event.
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import orjson
 
 from ..blocks import (
+    Attachment,
     ProviderBlock,
     RedactedThinkingBlock,
     StopReason,
@@ -23,11 +25,13 @@ from ..blocks import (
     ToolResultBlock,
     ToolUseBlock,
     Usage,
+    UserBlock,
 )
+from ..content import IMAGE_TYPES
 from ..errors import ProviderStreamError, StreamBrokenError, UsageError
 from ..retry import RETRYABLE_ERROR_TYPES
 from . import http
-from .base import BlockClosed, BlockOpened, Delta, Message, ModelRequest, ProviderEvent, StepEnded
+from .base import BlockClosed, BlockOpened, Delta, ModelRequest, ProviderEvent, StepEnded, media_of, missing
 
 log = logging.getLogger("turnstream.providers.anthropic")
 
@@ -71,48 +75,92 @@ def _usage(u: dict[str, Any] | None, into: Usage) -> bool:
 
 # -- request -------------------------------------------------------------------------------
 
-def block_to_wire(b: Any) -> dict[str, Any]:
+def media_block(req: ModelRequest, ref: Attachment) -> dict[str, Any]:
+    """An image (``image``) or a PDF (``document``) as a base64 content block."""
+    data = media_of(req, ref)
+    if data is None:
+        return {"type": "text", "text": missing(ref)}
+    kind = "image" if ref.media_type in IMAGE_TYPES else "document"
+    return {"type": kind, "source": {"type": "base64", "media_type": ref.media_type,
+                                     "data": base64.b64encode(data).decode()}}
+
+
+def block_to_wire(b: Any, req: ModelRequest) -> list[dict[str, Any]]:
     if isinstance(b, str):
-        return {"type": "text", "text": b}
+        return [{"type": "text", "text": b}]
     if isinstance(b, TextBlock):
-        return {"type": "text", "text": b.text}
+        return [{"type": "text", "text": b.text}]
+    if isinstance(b, UserBlock):
+        return [*(media_block(req, a) for a in b.attachments), *([{"type": "text", "text": b.text}] if b.text else [])]
     if isinstance(b, ToolUseBlock):
-        return {"type": "tool_use", "id": b.tool_use_id, "name": b.name, "input": b.input}
+        return [{"type": "tool_use", "id": b.tool_use_id, "name": b.name, "input": b.input}]
     if isinstance(b, ToolResultBlock):
-        d: dict[str, Any] = {"type": "tool_result", "tool_use_id": b.tool_use_id, "content": b.content}
+        content: str | list[dict[str, Any]] = b.content
+        if b.attachments:
+            content = [{"type": "text", "text": b.content or "(no text)"},
+                       *(media_block(req, a) for a in b.attachments)]
+        d: dict[str, Any] = {"type": "tool_result", "tool_use_id": b.tool_use_id, "content": content}
         if b.is_error:
             d["is_error"] = True
-        return d
+        return [d]
     if isinstance(b, ThinkingBlock):
-        return {"type": "thinking", "thinking": b.thinking, "signature": b.signature}
+        return [{"type": "thinking", "thinking": b.thinking, "signature": b.signature}]
     if isinstance(b, RedactedThinkingBlock):
-        return {"type": "redacted_thinking", "data": b.data}
+        return [{"type": "redacted_thinking", "data": b.data}]
     if isinstance(b, ProviderBlock):
-        return {k: v for k, v in b.data.items() if k != "input_raw"}
+        return [{k: v for k, v in b.data.items() if k != "input_raw"}]
     raise TypeError(f"cannot send {type(b).__name__} to Anthropic")
 
 
-def messages_to_wire(messages: list[Message]) -> list[dict[str, Any]]:
-    return [{"role": m.role, "content": [block_to_wire(b) for b in m.blocks]} for m in messages]
+def messages_to_wire(req: ModelRequest) -> list[dict[str, Any]]:
+    return [{"role": m.role, "content": [w for b in m.blocks for w in block_to_wire(b, req)]} for m in req.messages]
+
+
+CACHE = {"type": "ephemeral"}
+UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
+"""Blocks that may not carry ``cache_control`` (a breakpoint goes on the block before them)."""
 
 
 def request_body(req: ModelRequest) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": req.model,
         "max_tokens": req.max_tokens,
-        "messages": messages_to_wire(req.messages),
+        "messages": messages_to_wire(req),
         "stream": True,
     }
     if req.system:
-        body["system"] = req.system
+        body["system"] = [{"type": "text", "text": req.system, "cache_control": CACHE}]
     if req.tools:
         body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
                          for t in req.tools]
+        body["tools"][-1]["cache_control"] = CACHE
         if req.tool_choice == "none":
             body["tool_choice"] = {"type": "none"}
     if req.thinking_budget:
         body["thinking"] = {"type": "enabled", "budget_tokens": req.thinking_budget}
+    if req.output is not None:
+        body["output_config"] = {"format": {"type": "json_schema", "schema": req.output.schema}}
+    mark_conversation(body["messages"])
     return body
+
+
+def mark_conversation(messages: list[dict[str, Any]]) -> None:
+    """Prompt-cache breakpoints on the conversation (the request's third and fourth, after
+    the tools and the system prompt): the last block of the last message, which caches
+    everything up to it for the next step, and the last block of the user message before
+    it, where the previous step put its own, so that this step reads what that one wrote
+    even when more than 20 blocks came in between (the API looks back 20 blocks at most)."""
+    marked = 0
+    for m in reversed(messages):
+        if marked == 2:
+            return
+        if marked == 1 and m["role"] != "user":
+            continue
+        for b in reversed(m["content"]):
+            if b.get("type") not in UNCACHEABLE and not (b.get("type") == "text" and not b.get("text")):
+                b["cache_control"] = CACHE
+                marked += 1
+                break
 
 
 # -- response ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias
 
-from ..blocks import Block, StopReason, TextBlock, ToolResultBlock, Usage
+from ..blocks import Attachment, Block, StopReason, TextBlock, ToolResultBlock, Usage, UserBlock
 
 BlockKind: TypeAlias = Literal["text", "thinking", "redacted_thinking", "tool_use", "provider"]
 DeltaKind: TypeAlias = Literal["text", "thinking", "signature", "input_json", "citation"]
@@ -73,12 +73,33 @@ class Message:
     """Blocks; a plain ``str`` is user text."""
 
 
-def user_parts(message: Message) -> tuple[list[ToolResultBlock], str]:
-    """A user message as the OpenAI formats need it: its tool results (in order), then its
-    text joined into one string ("" when it has none)."""
+def user_parts(message: Message) -> tuple[list[ToolResultBlock], str, list[Attachment]]:
+    """A user message as the OpenAI formats need it: its tool results (in order), its text
+    joined into one string ("" when it has none), and its images and files, in order."""
     results = [b for b in message.blocks if isinstance(b, ToolResultBlock)]
-    texts = [b if isinstance(b, str) else b.text for b in message.blocks if isinstance(b, str | TextBlock)]
-    return results, "\n\n".join(texts)
+    texts = [b if isinstance(b, str) else b.text for b in message.blocks
+             if isinstance(b, str | TextBlock | UserBlock) and (b if isinstance(b, str) else b.text)]
+    media = [a for b in message.blocks if isinstance(b, UserBlock) for a in b.attachments]
+    return results, "\n\n".join(texts), media
+
+
+def media_of(req: ModelRequest, ref: Attachment) -> bytes | None:
+    """The bytes of an attachment of the request (None when the store had none)."""
+    return req.media.get(ref.sha256)
+
+
+def missing(ref: Attachment) -> str:
+    """The text sent in place of an attachment whose bytes are gone."""
+    return f"[{ref.media_type} {ref.name or ref.sha256[:12]} is no longer available]"
+
+
+@dataclass(slots=True)
+class OutputFormat:
+    """A structured answer asked for (docs/structured-output.md): the final text must be one
+    JSON document matching ``schema``. Each adapter sends it as its API's own option."""
+
+    name: str
+    schema: dict[str, Any]
 
 
 @dataclass(slots=True)
@@ -91,6 +112,12 @@ class ModelRequest:
     tool_choice: Literal["auto", "none"] = "auto"
     max_tokens: int = 8192
     thinking_budget: int | None = None
+    media: dict[str, bytes] = field(default_factory=dict)
+    """The bytes of every attachment the messages refer to, by SHA-256."""
+    output: OutputFormat | None = None
+    cache_key: str | None = None
+    """OpenAI's ``prompt_cache_key``: requests that share it (and a prefix) are routed to the
+    same prompt cache. The loop sends one per session; Anthropic marks breakpoints instead."""
 
 
 class Provider(Protocol):

@@ -37,6 +37,10 @@ Decisions:
   api.openai.com, 9 random alphanumerics for any other base URL (vLLM and Mistral reject
   other shapes, and every other server accepts them). ``tool_id_style`` overrides.
 * ``max_completion_tokens`` for api.openai.com, ``max_tokens`` for compatible servers.
+
+Why one module of this size: the request (messages, images and files, and the user message
+that carries a tool's images, which a tool message cannot) and the stream parser are the two
+halves of one wire format, and change together when a compatible server differs.
 """
 
 from __future__ import annotations
@@ -50,11 +54,23 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from ..blocks import StopReason, TextBlock, ToolUseBlock, Usage
+from ..blocks import Attachment, StopReason, TextBlock, ToolResultBlock, ToolUseBlock, Usage
+from ..content import IMAGE_TYPES, data_url
 from ..errors import ProviderStreamError, StreamBrokenError, UsageError
 from ..retry import RETRYABLE_ERROR_TYPES, is_retryable_status
 from . import http
-from .base import BlockClosed, BlockOpened, Delta, Message, ModelRequest, ProviderEvent, StepEnded, user_parts
+from .base import (
+    BlockClosed,
+    BlockOpened,
+    Delta,
+    Message,
+    ModelRequest,
+    ProviderEvent,
+    StepEnded,
+    media_of,
+    missing,
+    user_parts,
+)
 
 log = logging.getLogger("turnstream.providers.openai_chat")
 
@@ -120,11 +136,44 @@ def messages_to_wire(req: ModelRequest) -> list[dict[str, Any]]:
         if m.role == "assistant":
             out.extend(_assistant(m))
             continue
-        results, text = user_parts(m)
-        out.extend({"role": "tool", "tool_call_id": r.tool_use_id, "content": r.content} for r in results)
+        results, text, media = user_parts(m)
+        out.extend({"role": "tool", "tool_call_id": r.tool_use_id, "content": _tool_text(r)} for r in results)
+        # A tool message carries text only: the images a tool returned follow in a user
+        # message, each announced with the call it came from, before the user's own words.
+        parts: list[dict[str, Any]] = []
+        for r in results:
+            if r.attachments:
+                parts.append({"type": "text", "text": TOOL_IMAGES.format(id=r.tool_use_id)})
+                parts.extend(_media_part(req, a) for a in r.attachments)
         if text:
+            parts.append({"type": "text", "text": text})
+        parts.extend(_media_part(req, a) for a in media)
+        if parts == [{"type": "text", "text": text}]:
             out.append({"role": "user", "content": text})
+        elif parts:
+            out.append({"role": "user", "content": parts})
     return out
+
+
+TOOL_IMAGES = "The images returned by tool call {id}:"
+TOOL_IMAGES_NOTE = "(its images follow in the next user message)"
+
+
+def _tool_text(r: ToolResultBlock) -> str:
+    if not r.attachments:
+        return r.content
+    return f"{r.content}\n{TOOL_IMAGES_NOTE}" if r.content else TOOL_IMAGES_NOTE
+
+
+def _media_part(req: ModelRequest, ref: Attachment) -> dict[str, Any]:
+    """An image as an ``image_url`` data URL, a PDF as a ``file`` part with ``file_data``."""
+    data = media_of(req, ref)
+    if data is None:
+        return {"type": "text", "text": missing(ref)}
+    url = data_url(ref.media_type, data)
+    if ref.media_type in IMAGE_TYPES:
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "file", "file": {"filename": ref.name or "document.pdf", "file_data": url}}
 
 
 def _assistant(m: Message) -> list[dict[str, Any]]:
@@ -155,6 +204,11 @@ def request_body(req: ModelRequest, *, openai_native: bool = True) -> dict[str, 
                                                            "parameters": t.input_schema}} for t in req.tools]
         if req.tool_choice == "none":
             body["tool_choice"] = "none"
+    if req.output is not None:
+        body["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": req.output.name, "schema": req.output.schema, "strict": False}}
+    if req.cache_key and openai_native:
+        body["prompt_cache_key"] = req.cache_key
     return body
 
 

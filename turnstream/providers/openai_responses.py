@@ -51,17 +51,30 @@ from typing import Any
 import orjson
 
 from ..blocks import (
+    Attachment,
     Block,
     ProviderBlock,
     StopReason,
     TextBlock,
     ThinkingBlock,
+    ToolResultBlock,
     ToolUseBlock,
     Usage,
 )
+from ..content import IMAGE_TYPES, data_url
 from ..errors import StreamBrokenError
 from . import http
-from .base import BlockClosed, BlockOpened, Delta, ModelRequest, ProviderEvent, StepEnded, user_parts
+from .base import (
+    BlockClosed,
+    BlockOpened,
+    Delta,
+    ModelRequest,
+    ProviderEvent,
+    StepEnded,
+    media_of,
+    missing,
+    user_parts,
+)
 from .openai_chat import (
     ToolIdStyle,
     arguments_text,
@@ -163,16 +176,39 @@ def input_items(req: ModelRequest) -> list[dict[str, Any]]:
         if m.role == "assistant":
             items.extend(_assistant_items(m.blocks))
             continue
-        results, text = user_parts(m)
-        items.extend({"type": "function_call_output", "call_id": r.tool_use_id, "output": r.content}
+        results, text, media = user_parts(m)
+        items.extend({"type": "function_call_output", "call_id": r.tool_use_id, "output": _output(req, r)}
                      for r in results)
-        if text:
+        if media:
+            content = ([{"type": "input_text", "text": text}] if text else []) + [_input_media(req, a) for a in media]
+            items.append({"type": "message", "role": "user", "content": content})
+        elif text:
             # "type" is optional in the API; open-responses-server reads only items that carry it
             items.append({"type": "message", "role": "user", "content": text})
     return items
 
 
-def request_body(req: ModelRequest) -> dict[str, Any]:
+def _output(req: ModelRequest, r: ToolResultBlock) -> str | list[dict[str, Any]]:
+    """A result's ``output``: its text, or a list of content parts when it returned images."""
+    if not r.attachments:
+        return r.content
+    return [{"type": "input_text", "text": r.content or "(no text)"}, *(_input_media(req, a) for a in r.attachments)]
+
+
+def _input_media(req: ModelRequest, ref: Attachment) -> dict[str, Any]:
+    """An image as ``input_image``, a PDF as ``input_file``, both with their bytes inline."""
+    data = media_of(req, ref)
+    if data is None:
+        return {"type": "input_text", "text": missing(ref)}
+    url = data_url(ref.media_type, data)
+    if ref.media_type in IMAGE_TYPES:
+        return {"type": "input_image", "image_url": url}
+    return {"type": "input_file", "filename": ref.name or "document.pdf", "file_data": url}
+
+
+def request_body(req: ModelRequest, *, openai_native: bool = True) -> dict[str, Any]:
+    """The Responses API request. ``openai_native``: the server is OpenAI's own; only then is
+    ``prompt_cache_key`` sent (gateways such as LiteLLM refuse a field their backend lacks)."""
     body: dict[str, Any] = {"model": req.model, "input": input_items(req), "stream": True,
                             "max_output_tokens": req.max_tokens}
     if req.system:
@@ -182,6 +218,11 @@ def request_body(req: ModelRequest) -> dict[str, Any]:
                           "parameters": t.input_schema, "strict": False} for t in req.tools]
         if req.tool_choice == "none":
             body["tool_choice"] = "none"
+    if req.output is not None:
+        body["text"] = {"format": {"type": "json_schema", "name": req.output.name, "schema": req.output.schema,
+                                   "strict": False}}
+    if req.cache_key and openai_native:
+        body["prompt_cache_key"] = req.cache_key
     return body
 
 
@@ -469,9 +510,9 @@ class OpenAIResponsesProvider:
     def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
                  tool_id_style: ToolIdStyle | None = None) -> None:
         self.model = model
-        root, native, self.api_key, self._headers = endpoint(base_url, api_key)
+        root, self.openai_native, self.api_key, self._headers = endpoint(base_url, api_key)
         self.url = root + "/responses"
-        self.tool_id_style: ToolIdStyle = tool_id_style or ("openai" if native else "short")
+        self.tool_id_style: ToolIdStyle = tool_id_style or ("openai" if self.openai_native else "short")
         self._client = http.ClientPool()
 
     @property
@@ -479,7 +520,8 @@ class OpenAIResponsesProvider:
         return f"{self.name}:{self.model}"
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
-        return http.stream_events(self._client, self.url, self._headers, request_body(request),
+        return http.stream_events(self._client, self.url, self._headers,
+                                  request_body(request, openai_native=self.openai_native),
                                   StreamParser(id_style=self.tool_id_style))
 
     async def aclose(self) -> None:

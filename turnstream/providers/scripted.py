@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator
 
 from ..blocks import StopReason, ToolResultBlock, Usage
 from ..errors import ProviderStatusError, ProviderStreamError, StreamBrokenError
-from ..scenarios.engine import RequestView, Scenario, fragments
+from ..scenarios.engine import RequestView, Scenario, fragments, wait_at_gate
 from .base import BlockClosed, BlockOpened, Delta, ModelRequest, ProviderEvent, StepEnded
 
 RETRYABLE_TYPES = {"overloaded_error", "api_error", "rate_limit_error"}
@@ -63,10 +63,14 @@ class ScriptedProvider:
         fail_after = int(fault.get("after_events", 3)) if kind in ("error_event", "malformed", "drop") else -1
         count = 0
         delay = script.delay_s
+        gate = script.gate
+        gate_at = int(gate.get("after_events", 1)) + 1 if gate else -1  # the tick before the event after them
 
         async def tick() -> None:
             nonlocal count
             count += 1
+            if gate and count == gate_at:
+                await wait_at_gate(gate)
             if count == fail_after:
                 if kind == "error_event":
                     etype = str(fault.get("error_type", "overloaded_error"))
@@ -101,7 +105,8 @@ class ScriptedProvider:
             raise StreamBrokenError("the stream ended without its final event", retryable=True)
         u = script.usage
         usage = Usage(input_tokens=u.get("input_tokens", 0), output_tokens=u.get("output_tokens", 0),
-                      cache_read_input_tokens=u.get("cache_read_input_tokens", 0))
+                      cache_read_input_tokens=u.get("cache_read_input_tokens", 0),
+                      cache_creation_input_tokens=u.get("cache_creation_input_tokens", 0))
         yield StepEnded(_STOP_REASONS.get(script.stop_reason, "end_turn"), usage, script.stop_reason)
 
     async def aclose(self) -> None:

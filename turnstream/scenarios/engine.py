@@ -39,12 +39,18 @@ Faults, per step (``"fault": {…}``), applied to the first ``times`` attempts (
 ``{"kind": "drop", "after_bytes": 300}``, ``{"kind": "malformed", "after_events": 2}``,
 ``{"kind": "truncate"}`` (no final event, clean close), ``{"kind": "slow", "delay_ms": 50}``.
 
+A gate, per step (``"gate": {"after_events": 2, "fifo": PATH}``), for a test that must see
+what happens while the stream is half way: every request playing the step stops after that
+many events (frames, for ``turnstream mock-provider``) until someone opens the FIFO at PATH
+for writing (``open_gate`` in ``tests/support/ui_stream.py``), with nothing timed.
+
 The engine works on a provider-neutral view of the request (``RequestView``) and produces
 a ``StepScript``; wire encoders turn that into each API's bytes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -94,6 +100,12 @@ class StepScript:
     fragment_size: int
     delay_s: float
     fault: dict[str, Any] | None
+    gate: dict[str, Any] | None = None
+
+
+async def wait_at_gate(gate: dict[str, Any]) -> None:
+    """Until the gate's FIFO is opened for writing (opening it to read blocks until then)."""
+    await asyncio.to_thread(Path(str(gate["fifo"])).read_bytes)
 
 
 def _lookup(root: Any, path: str) -> Any:
@@ -189,6 +201,9 @@ class Scenario:
         else:
             self.turns = [doc.get("steps") or [{"blocks": [{"type": "text", "text": "Hello from turnstream."}]}]]
         self.replies = [Reply.of(r) for r in doc.get("replies") or []]
+        self.steering = bool(doc.get("steering", False))
+        """Text right after tool results (a message queued while the turn ran) goes on with the
+        round instead of starting the next scripted turn (docs/scenarios.md)."""
         self.fragment_size = int(doc.get("fragment_size", 16))
         self.delay_ms = float(doc.get("delay_ms", 0))
         self._others: dict[str, Scenario] = {}
@@ -272,7 +287,8 @@ class Scenario:
         delay = float(step.get("delay_ms", self.delay_ms)) / 1000
         if fault is not None and fault.get("kind") == "slow":
             delay = float(fault.get("delay_ms", 50)) / 1000
-        return StepScript(blocks, stop, usage, int(step.get("fragment_size", self.fragment_size)), delay, fault)
+        return StepScript(blocks, stop, usage, int(step.get("fragment_size", self.fragment_size)), delay, fault,
+                          step.get("gate"))
 
 
 _NOTHING = ("", "[]", "{}", "0", "false", "null")

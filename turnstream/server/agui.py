@@ -5,8 +5,9 @@ One run is one stretch of a turn: from the request to the turn's end or its next
 stream is SSE, one event per ``data:`` line. Mapping, per turn event:
 
 =================  ====================================================================
-(first)            ``RUN_STARTED`` (``metadata``: ``session_id``, ``turn_id``); ``STATE_SNAPSHOT``
-                   of the notebook when the session has one
+(first)            ``RUN_STARTED`` (``metadata``: ``session_id``, ``turn_id``); the ``lead``
+                   (a steering outcome, ``CUSTOM``); ``STATE_SNAPSHOT`` of the notebook when
+                   the session has one
 ``step_start``     ``STEP_FINISHED`` for the previous step, ``STEP_STARTED`` (``step N``)
 text block         ``TEXT_MESSAGE_START`` (role ``assistant``) / ``_CONTENT`` / ``_END``
 thinking block     ``REASONING_START``, ``REASONING_MESSAGE_START`` / ``_CONTENT`` / ``_END``,
@@ -30,9 +31,21 @@ an approval finishes with the ``interrupt`` outcome; each interrupt's id is the 
 ``reason`` is ``tool_call``, and the next run's ``resume`` entries answer them
 (``{"approved": bool, "reason"?: str}``, or status ``cancelled`` for a denial).
 
-AG-UI has no event that takes a message back, so a restarted step (its provider stream
-broke and is asked again) is handled as for the AI SDK 5 and 6: a step's events are held
-until its stream has ended and dropped on a ``step_restart``.
+A run is live: each delta goes out as it arrives. A restarted step (its provider stream
+broke and is asked again) ends what the broken attempt left open (``TEXT_MESSAGE_END``,
+``REASONING_MESSAGE_END`` and ``REASONING_END``, ``TOOL_CALL_END``), then sends
+``MESSAGES_SNAPSHOT`` with the thread's true messages: the run's input messages and what the
+run has produced before the broken attempt, built as ``@ag-ui/client`` builds them from the
+events (a text or reasoning message per block, an assistant message per tool call whose id is
+the call's, a tool message per result, placed after its call). A client replaces its
+messages with the snapshot, so the broken attempt's messages go; the step starts again
+(``STEP_FINISHED``, ``STEP_STARTED``) with messages of new ids.
+
+``whole`` steps (``turn_stream.requested_steps``) hold a step's events until its stream has
+ended and drop them on a ``step_restart``: no snapshot, and nothing sent is taken back.
+
+Why one module of this size: the encoder is one state machine over a turn's events (which
+messages are open, what a restart must close); the responses below are the only ways out of it.
 """
 
 from __future__ import annotations
@@ -56,13 +69,16 @@ from ..events import (
     ToolRequest,
     TurnComplete,
 )
-from .turn_stream import Item, in_step_stream
+from .agui_messages import ClientMessages
+from .turn_stream import Item, StepsMode, in_step_stream
 
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 APPROVAL_SCHEMA = {"type": "object", "required": ["approved"],
                    "properties": {"approved": {"type": "boolean"},
                                   "reason": {"type": "string", "description": "Why, when denied."}}}
 """What an approval interrupt expects as its resume entry's ``payload``."""
+STEERING_EVENT = "turnstream-steering"
+"""The ``CUSTOM`` event's ``name`` for a message that steered the thread's open turn."""
 
 Ev = dict[str, Any]
 
@@ -85,11 +101,15 @@ class AGUIEncoder:
     ``base_usage``: the turn's usage before this run (a run that resumes counts only its own
     calls); ``notebook``: the notebook's state (``NotebookManager.state``) when the session
     has one; ``metadata``: what ``RUN_STARTED`` carries (the session and turn ids, for the
-    session routes)."""
+    session routes); ``messages``: the run's input messages, as the client sent them (the
+    start of a ``MESSAGES_SNAPSHOT``); ``steps``: ``live`` or ``whole``; ``lead``: events sent
+    right after ``RUN_STARTED`` (a steering outcome)."""
 
     def __init__(self, *, thread_id: str, run_id: str, model: str, base_usage: Usage | None = None,
-                 notebook: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None) -> None:
+                 notebook: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None,
+                 messages: list[Ev] | None = None, steps: StepsMode = "live", lead: list[Ev] | None = None) -> None:
         self.metadata = metadata
+        self.lead = lead or []
         self.thread_id = thread_id
         self.run_id = run_id
         self.model = model
@@ -105,7 +125,10 @@ class AGUIEncoder:
         self._restarts = 0
         self._open: dict[int, tuple[str, str]] = {}
         """block index -> (kind, message or call id) for what is open and not ended"""
+        self.steps = steps
         self._held: list[Ev] | None = None
+        """``whole`` steps: the events of the step whose stream is running (None: not holding)."""
+        self._messages = ClientMessages(messages)
         self._approvals: dict[str, ToolRequest] = {}
         self._client_calls: dict[str, None] = {}
         """Client tools' calls of this run without a result, in call order."""
@@ -115,7 +138,7 @@ class AGUIEncoder:
         started: Ev = {"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}
         if self.metadata is not None:
             started["metadata"] = self.metadata
-        out = [started]
+        out = [started, *self.lead]
         if self._notebook is not None:
             out.append(self._snapshot(self._notebook))
         return out
@@ -135,18 +158,34 @@ class AGUIEncoder:
             self._held += self._event(ev)
             return []
         if isinstance(ev, StepRestart):
-            self._held = None  # nothing of the broken attempt was sent, its STEP_STARTED neither
-            self._open.clear()
-            self._step = 0
-            self._restarts += 1
-            return []
+            return self._restart()
         out, self._held = self._held or [], None
         if isinstance(ev, StepStart):
             out += self._step_finished()
             self._step = ev.step
-            self._held = [{"type": "STEP_STARTED", "stepName": f"step {ev.step}"}]
-            return out
+            self._messages.mark()
+            started = [{"type": "STEP_STARTED", "stepName": f"step {ev.step}"}]
+            if self.steps == "whole":
+                self._held = started
+                return out
+            return out + started
         return out + self._event(ev)
+
+    def _restart(self) -> list[Ev]:
+        self._restarts += 1
+        for call_id in self._messages.drop_step():  # the broken attempt's calls: no result or answer follows
+            self._client_calls.pop(call_id, None)
+            self._approvals.pop(call_id, None)
+        if self._held is not None:
+            self._held = None  # nothing of the broken attempt was sent, its STEP_STARTED neither
+            self._open.clear()
+            self._step = 0
+            return []
+        out: list[Ev] = []
+        for kind, mid in self._open.values():
+            out += self._end(kind, mid)
+        self._open.clear()
+        return [*out, {"type": "MESSAGES_SNAPSHOT", "messages": self._messages.snapshot()}]
 
     def _step_finished(self) -> list[Ev]:
         if not self._step:
@@ -210,21 +249,26 @@ class AGUIEncoder:
     def _mid(self, index: int) -> str:
         return f"{self.run_id}-{self._restarts}-{index}"
 
-    def _open_part(self, kind: str, index: int, call_id: str | None = None, name: str = "") -> list[Ev]:
+    def _open_part(self, kind: str, index: int, call_id: str | None = None, name: str = "",
+                   agent: str | None = None) -> list[Ev]:
+        """``agent``: who speaks, in a session of several agents (a text message's ``name``)."""
         if kind == "tool" and call_id:
             self._open[index] = ("tool", call_id)
+            self._messages.call(call_id, name)
             return [{"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": name}]
         mid = self._mid(index)
         self._open[index] = (kind, mid)
+        self._messages.text(mid, "assistant" if kind == "text" else "reasoning", agent if kind == "text" else None)
         if kind == "text":
-            return [{"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"}]
+            return [{"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant", **({"name": agent} if agent
+                                                                                            else {})}]
         return [{"type": "REASONING_START", "messageId": mid},
                 {"type": "REASONING_MESSAGE_START", "messageId": mid, "role": "reasoning"}]
 
-    @staticmethod
-    def _content(kind: str, mid: str, text: str) -> list[Ev]:
+    def _content(self, kind: str, mid: str, text: str) -> list[Ev]:
         if not text:
             return []
+        self._messages.content(kind, mid, text)
         if kind == "tool":
             return [{"type": "TOOL_CALL_ARGS", "toolCallId": mid, "delta": text}]
         name = "TEXT_MESSAGE_CONTENT" if kind == "text" else "REASONING_MESSAGE_CONTENT"
@@ -240,7 +284,7 @@ class AGUIEncoder:
 
     def _block_start(self, ev: BlockStart) -> list[Ev]:
         if ev.type == "text":
-            return self._open_part("text", ev.index)
+            return self._open_part("text", ev.index, agent=ev.agent)
         if ev.type == "thinking":
             return self._open_part("reasoning", ev.index)
         if ev.type == "tool_use" and ev.tool_use_id:
@@ -263,16 +307,19 @@ class AGUIEncoder:
                     out += self._open_part("tool", index, block.tool_use_id, block.name)
                     text = block.raw_input if block.raw_input is not None else orjson.dumps(block.input).decode()
                 else:
-                    out += self._open_part("text" if isinstance(block, TextBlock) else "reasoning", index)
+                    out += self._open_part("text" if isinstance(block, TextBlock) else "reasoning", index,
+                                           agent=block.agent)
                     text = block.text if isinstance(block, TextBlock) else block.thinking
                 part = self._open.pop(index)
                 out += self._content(part[0], part[1], text)
             return out + self._end(*part)
         if isinstance(block, ToolResultBlock):
-            self._client_calls.pop(block.tool_use_id, None)
-            self._approvals.pop(block.tool_use_id, None)
-            return [{"type": "TOOL_CALL_RESULT", "messageId": f"result-{block.tool_use_id}",
-                     "toolCallId": block.tool_use_id, "content": block.content, "role": "tool"}]
+            call_id, mid = block.tool_use_id, f"result-{block.tool_use_id}"
+            self._client_calls.pop(call_id, None)
+            self._approvals.pop(call_id, None)
+            self._messages.result(mid, call_id, block.content)
+            return [{"type": "TOOL_CALL_RESULT", "messageId": mid, "toolCallId": call_id, "content": block.content,
+                     "role": "tool"}]
         return []
 
     # the notebook as the run's state ------------------------------------------------------------
@@ -357,4 +404,22 @@ def agui_error_response(thread_id: str, run_id: str, message: str, code: str) ->
     return StreamingResponse(_only(events), media_type="text/event-stream", headers=HEADERS)
 
 
-__all__ = ["APPROVAL_SCHEMA", "AGUIEncoder", "agui_error_response", "agui_response", "token_usage"]
+def steering_event(outcome: dict[str, Any]) -> Ev:
+    """What became of a message sent while the thread's turn ran or waited (``SteerOut``), as
+    the ``CUSTOM`` event a run opens with."""
+    return {"type": "CUSTOM", "name": STEERING_EVENT, "value": outcome}
+
+
+def agui_queued_response(thread_id: str, run_id: str, outcome: dict[str, Any],
+                         metadata: dict[str, Any]) -> StreamingResponse:
+    """The whole run of a message queued for the running turn: it started, says so, and
+    finished; the run that follows the turn streams what the model makes of it."""
+    events = [{"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id, "metadata": metadata},
+              steering_event(outcome),
+              {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id, "outcome": {"type": "success"}}]
+    return StreamingResponse(_only(events), media_type="text/event-stream",
+                             headers={**HEADERS, "X-Turn-Id": str(outcome["turn_id"])})
+
+
+__all__ = ["APPROVAL_SCHEMA", "STEERING_EVENT", "AGUIEncoder", "agui_error_response", "agui_queued_response",
+           "agui_response", "steering_event", "token_usage"]

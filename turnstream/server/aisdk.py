@@ -21,7 +21,7 @@ tool_result block  ``tool-output-available``, or ``tool-output-error`` when ``is
                    the turn pauses; ``approvalId`` is the call's id
 ``tool_approval``  (7, when the client did not send it) ``tool-approval-request`` and
                    ``tool-approval-response``, so a replayed message shows the decision
-``step_restart``   7: ``reset-step``; 5 and 6: nothing (see below)
+``step_restart``   7: ``reset-step``; 5 and 6: the broken attempt's open parts end (see below)
 ``error``          ``error``
 ``turn_complete``  ``finish-step``, ``finish`` (metadata: turn id, status, usage; 6+ adds
                    ``finishReason``)
@@ -33,14 +33,22 @@ A block that arrives only as ``block_stop`` (replayed from the store) is sent wh
 one delta, end. A client tool's call ends as ``tool-input-available`` without output: the
 client runs it and sends the result back in its next request.
 
-A restarted step (its provider stream broke and is asked again) must never leave the
-broken attempt's parts in the client's message. Version 7 has ``reset-step``, which removes
-the current step's parts: the stream goes on live and sends it on a restart. Versions 5
-and 6 have no way to take a part back, so for them the encoder holds each step's parts
-until the step's stream has ended (the first event that is not part of it: a tool result,
-a tool request, the next step, the end of the turn), and drops them on a restart. Those
-clients see a step's text when the step's stream ends instead of token by token; that is
-the price of never showing a duplicate.
+Every version is live: a delta goes out as it arrives. A restarted step (its provider stream
+broke and is asked again) must never leave the broken attempt's parts posing as the answer.
+Version 7 has ``reset-step``, which removes the current step's parts, and sends it. Versions
+5 and 6 cannot take a part back, so the broken attempt's open parts are ended and marked:
+``text-end`` / ``reasoning-end`` with ``providerMetadata: {"turnstream": {"discarded": true}}``,
+``tool-input-error`` (marked the same way) for a call whose input was streaming, and
+``tool-output-error`` for a call whose input was complete; the step then starts again
+(``finish-step``, ``start-step``) with parts of new ids. The broken attempt's partial text
+stays in the message as its own, finished part, which a client hides by that mark. So that a
+block that ended before the break can be marked too, 5 and 6 send a text or reasoning part's
+end once the step's stream has ended, not when its block has (its deltas stay live).
+
+``whole`` steps (``turn_stream.requested_steps``) hold each step's parts until the step's
+stream has ended (the first event that is not part of it: a tool result, a tool request, the
+next step, the end of the turn) and drop them on a restart: nothing is ever taken back, in
+any version, at the price of seeing a step's text only when its stream has ended.
 """
 
 from __future__ import annotations
@@ -64,13 +72,19 @@ from ..events import (
     ToolRequest,
     TurnComplete,
 )
-from .turn_stream import Item, in_step_stream
+from .turn_stream import Item, StepsMode, in_step_stream
 
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 DONE = b"data: [DONE]\n\n"
 Version = Literal[5, 6, 7]
 VERSIONS: tuple[Version, ...] = (5, 6, 7)
 NOTEBOOK_PART = "data-notebook-cell"
+STEERING_PART = "data-turnstream-steering"
+"""A transient data chunk: what became of a message sent while the chat's turn was open
+(``steering.py``: queued, or denied the calls waiting for approval)."""
+DISCARDED = {"turnstream": {"discarded": True}}
+"""The mark (``providerMetadata``) on the parts of a broken attempt that 5 and 6 cannot remove."""
+DISCARDED_CALL = "discarded: the model's stream broke and the step was asked again"
 
 Chunk = dict[str, Any]
 
@@ -94,12 +108,16 @@ class UIMessageStreamEncoder:
     ``known_calls``: calls whose parts the client's message already has (a continuation);
     ``denied``: calls the client denied in this request (their results become
     ``tool-output-denied``); ``decided``: every call the client approved or denied in this
-    request (it holds the decision already, so none is sent back)."""
+    request (it holds the decision already, so none is sent back); ``lead``: chunks sent
+    before ``start``."""
 
     def __init__(self, *, version: Version = 5, message_id: str | None = None,
                  metadata: dict[str, Any] | None = None, known_calls: set[str] | None = None,
-                 denied: set[str] | None = None, decided: set[str] | None = None) -> None:
+                 denied: set[str] | None = None, decided: set[str] | None = None,
+                 steps: StepsMode = "live", lead: list[Chunk] | None = None) -> None:
         self.version = version
+        self.lead = list(lead or ())
+        self.steps = steps
         self.message_id = message_id
         self.metadata = metadata
         self._step_open = False
@@ -112,9 +130,20 @@ class UIMessageStreamEncoder:
         self._asking: dict[str, ToolRequest] = {}
         """Server calls waiting for an approval this stream has not settled yet."""
         self._held: list[Chunk] | None = None
-        """Versions 5-6: the chunks of the step whose stream is running (None: not holding)."""
+        """``whole`` steps: the chunks of the step whose stream is running (None: not holding)."""
+        self._inputs: dict[str, tuple[str, list[str]]] = {}
+        """Calls whose input is streaming: call id -> (tool name, input text so far)."""
+        self._step_calls: list[str] = []
+        """The calls the running attempt of the step has opened (5, 6: ended on a restart)."""
+        self._ending: list[tuple[str, str]] = []
+        """5, 6 live: text and reasoning parts whose block has ended, (kind, part id): their end
+        goes out once the step's stream has, so a restart can still end them marked."""
+        self._attempt_sent = False
+        """Whether the running attempt of the step has sent a part (5, 6: a restart before
+        one goes on in the same step instead of leaving an empty one)."""
         self._restarted_step = 0
-        """Version 7: the step just reset, whose next ``step_start`` continues it."""
+        """The step just restarted (7: reset; 5, 6: nothing of the attempt sent), whose next
+        ``step_start`` continues it."""
 
     def start(self) -> list[Chunk]:
         chunk: Chunk = {"type": "start"}
@@ -122,7 +151,7 @@ class UIMessageStreamEncoder:
             chunk["messageId"] = self.message_id
         if self.metadata is not None:
             chunk["messageMetadata"] = self.metadata
-        return [chunk]
+        return [*self.lead, chunk]
 
     def _pid(self, index: int) -> str:
         return f"p{self._restarts}-{index}"
@@ -141,7 +170,7 @@ class UIMessageStreamEncoder:
 
     # the step's stream, held or not ---------------------------------------------------------
     def _stream_part(self, chunks: list[Chunk]) -> list[Chunk]:
-        """Chunks of the running step: held (5, 6) or sent (7)."""
+        """Chunks of the running step: held (``whole`` steps) or sent."""
         if self._held is None:
             return chunks
         self._held += chunks
@@ -153,41 +182,70 @@ class UIMessageStreamEncoder:
 
     def feed(self, env: Envelope) -> list[Chunk]:
         ev = env.event()
-        if self._held is not None and in_step_stream(ev):
+        in_stream = in_step_stream(ev)
+        if self._held is not None and in_stream:
             return self._stream_part(self._event(ev))
         if isinstance(ev, StepRestart):
             return self._restart()
         out = self._release()
-        if isinstance(ev, StepStart) and self.version < 7:
+        if not in_stream:  # the step's stream has ended: its texts are final
+            ending, self._ending = self._ending, []
+            out += [{"type": f"{kind}-end", "id": pid} for kind, pid in ending]
+        if isinstance(ev, StepStart) and self.steps == "whole":
             out += self._end_step()
+            self._step_calls = []
             self._held = []
             return out + self._stream_part(self._ensure_step())
         return out + self._event(ev)
 
     def _restart(self) -> list[Chunk]:
-        self._parts.clear()
+        open_parts, self._parts = self._parts, {}
         self._restarts += 1
-        if self.version < 7:
+        calls, self._step_calls = self._step_calls, []
+        for call_id in calls:  # the broken attempt's calls: no result or approval will follow
+            self._calls.discard(call_id)
+            self._asking.pop(call_id, None)
+        if self._held is not None:
             # Nothing of the broken attempt was sent: forget it, and the step with it
             # (its start-step was held too); the step's next start opens it again.
             self._held = None
             self._step_open = False
+            self._inputs.clear()
             return []
-        self._restarted_step = 1
-        return [{"type": "reset-step"}] if self._step_open else []
+        if self.version >= 7:
+            self._inputs.clear()
+            self._restarted_step = 1
+            return [{"type": "reset-step"}] if self._step_open else []
+        if not self._attempt_sent:
+            self._restarted_step = 1
+            return []
+        ending = [*self._ending, *((k, p) for k, p in open_parts.values() if k != "tool")]
+        self._ending = []
+        out: list[Chunk] = [{"type": f"{kind}-end", "id": pid, "providerMetadata": DISCARDED} for kind, pid in ending]
+        for call_id in calls:
+            streaming = self._inputs.pop(call_id, None)
+            if streaming is None:  # its input was complete: the call gets an error as its output
+                out.append({"type": "tool-output-error", "toolCallId": call_id, "errorText": DISCARDED_CALL})
+            else:
+                out.append({"type": "tool-input-error", "toolCallId": call_id, "toolName": streaming[0],
+                            "input": "".join(streaming[1]), "errorText": DISCARDED_CALL,
+                            "providerMetadata": DISCARDED})
+        return out
 
     def _event(self, ev: Any) -> list[Chunk]:
         if isinstance(ev, StepStart):
+            self._step_calls = []
+            self._attempt_sent = False
             if self._restarted_step:
                 self._restarted_step = 0
                 return self._ensure_step()  # the same step again: reset-step kept its start
             return [*self._end_step(), *self._ensure_step()]
-        if isinstance(ev, BlockStart):
-            return self._block_start(ev)
+        if isinstance(ev, BlockStart | BlockStop):
+            parts = self._block_start(ev) if isinstance(ev, BlockStart) else self._block_stop(ev.index, ev.block)
+            self._attempt_sent = self._attempt_sent or bool(parts)
+            return parts
         if isinstance(ev, BlockDelta):
             return self._block_delta(ev)
-        if isinstance(ev, BlockStop):
-            return self._block_stop(ev.index, ev.block)
         if isinstance(ev, ToolRequest):
             if self.version >= 6 and ev.executor == "server" and ev.tool_use_id not in self._decided:
                 self._asking[ev.tool_use_id] = ev
@@ -241,15 +299,23 @@ class UIMessageStreamEncoder:
         index, call_id = ev.index, ev.tool_use_id
         if ev.type == "text":
             self._parts[index] = ("text", self._pid(index))
-            out.append({"type": "text-start", "id": self._pid(index)})
+            out.append({"type": "text-start", "id": self._pid(index), **self._agent(ev.agent)})
         elif ev.type == "thinking":
             self._parts[index] = ("reasoning", self._pid(index))
-            out.append({"type": "reasoning-start", "id": self._pid(index)})
+            out.append({"type": "reasoning-start", "id": self._pid(index), **self._agent(ev.agent)})
         elif ev.type == "tool_use" and call_id:
             self._parts[index] = ("tool", call_id)
             self._calls.add(call_id)
-            out.append({"type": "tool-input-start", "toolCallId": call_id, "toolName": ev.tool_name or ""})
+            self._step_calls.append(call_id)
+            self._inputs[call_id] = (ev.tool_name or "", [])
+            out.append({"type": "tool-input-start", "toolCallId": call_id, "toolName": ev.tool_name or "",
+                        **(self._agent(ev.agent) if self.version >= 6 else {})})
         return out
+
+    @staticmethod
+    def _agent(agent: str | None) -> Chunk:
+        """The part's agent, in a session of several (``providerMetadata.turnstream.agent``)."""
+        return {"providerMetadata": {"turnstream": {"agent": agent}}} if agent else {}
 
     def _block_delta(self, ev: BlockDelta) -> list[Chunk]:
         part = self._parts.get(ev.index)
@@ -258,7 +324,12 @@ class UIMessageStreamEncoder:
         kind, pid = part
         if kind == "tool":
             frag = ev.partial_json
-            return [{"type": "tool-input-delta", "toolCallId": pid, "inputTextDelta": frag}] if frag else []
+            if not frag:
+                return []
+            streaming = self._inputs.get(pid)
+            if streaming is not None:
+                streaming[1].append(frag)
+            return [{"type": "tool-input-delta", "toolCallId": pid, "inputTextDelta": frag}]
         if not ev.text:
             return []
         return [{"type": f"{kind}-delta", "id": pid, "delta": ev.text}]
@@ -272,16 +343,22 @@ class UIMessageStreamEncoder:
             if part is None:  # not streamed here: send it whole
                 pid = self._pid(index)
                 out += self._ensure_step()
-                out.append({"type": f"{ui}-start", "id": pid})
+                out.append({"type": f"{ui}-start", "id": pid, **self._agent(block.agent)})
                 if text:
                     out.append({"type": f"{ui}-delta", "id": pid, "delta": text})
                 part = (ui, pid)
-            out.append({"type": f"{ui}-end", "id": part[1]})
+            if self.version < 7 and self.steps == "live":
+                self._ending.append(part)  # ended once the step's stream has (see ``feed``)
+            else:
+                out.append({"type": f"{ui}-end", "id": part[1]})
         elif isinstance(block, ToolUseBlock):
             call_id, tool = block.tool_use_id, block.name
             if part is None:
                 out += self._ensure_step()
-                out.append({"type": "tool-input-start", "toolCallId": call_id, "toolName": tool})
+                out.append({"type": "tool-input-start", "toolCallId": call_id, "toolName": tool,
+                            **(self._agent(block.agent) if self.version >= 6 else {})})
+                self._step_calls.append(call_id)
+            self._inputs.pop(call_id, None)
             self._calls.add(call_id)
             out.append({"type": "tool-input-available", "toolCallId": call_id, "toolName": tool,
                         "input": block.input or {}})
@@ -344,11 +421,18 @@ async def encode_stream(items: AsyncIterator[Item], encoder: UIMessageStreamEnco
     yield DONE
 
 
+def chunks_response(chunks: list[Chunk]) -> StreamingResponse:
+    """A UI message stream of the given chunks only (no message), then ``[DONE]``."""
+    async def body() -> AsyncIterator[bytes]:
+        yield b"".join([frame(c) for c in chunks]) + DONE
+    return StreamingResponse(body(), media_type="text/event-stream", headers=HEADERS)
+
+
 def ui_stream_response(items: AsyncIterator[Item], encoder: UIMessageStreamEncoder,
                        headers: dict[str, str] | None = None) -> StreamingResponse:
     return StreamingResponse(encode_stream(items, encoder), media_type="text/event-stream",
                              headers={**HEADERS, **(headers or {})})
 
 
-__all__ = ["DONE", "HEADERS", "NOTEBOOK_PART", "VERSIONS", "UIMessageStreamEncoder", "Version", "finish_reason",
-           "frame", "ui_stream_response"]
+__all__ = ["DISCARDED", "DONE", "HEADERS", "NOTEBOOK_PART", "STEERING_PART", "VERSIONS", "UIMessageStreamEncoder",
+           "Version", "chunks_response", "finish_reason", "frame", "ui_stream_response"]

@@ -20,6 +20,8 @@ from typing import Any
 
 import orjson
 
+from ..content import MediaPart, decode_base64, part_of
+from ..errors import ContentRejected
 from .aisdk import VERSIONS, Version
 from .api import Call
 from .errors import invalid_field
@@ -52,6 +54,32 @@ def requested_version(call: Call, messages: list[UIMessageIn] | None = None) -> 
 
 def message_text(message: UIMessageIn) -> str:
     return "".join(str(p.get("text", "")) for p in message.parts if p.get("type") == "text")
+
+
+FILE_FIELDS = {"media_type": "mediaType", "data": "url"}
+"""The AI SDK's names for what ``content.check_parts`` names a part's type and bytes."""
+
+
+def file_parts(message: UIMessageIn, where: tuple[str | int, ...]) -> tuple[list[MediaPart], list[int]]:
+    """The ``file`` parts of a user message (``{type: "file", mediaType, url, filename?}``, the
+    bytes in a ``data:`` URL) as content parts, and their positions among its parts; 422
+    naming ``mediaType`` or ``url`` (under ``where``) for one that carries no bytes."""
+    media: list[MediaPart] = []
+    index: list[int] = []
+    for i, p in enumerate(message.parts):
+        if p.get("type") != "file":
+            continue
+        field: list[str | int] = [*where, "parts", i]
+        media_type, url, name = p.get("mediaType"), p.get("url"), p.get("filename")
+        if not isinstance(media_type, str) or not media_type:
+            raise ContentRejected([*field, "mediaType"], "a file part needs its mediaType")
+        if not isinstance(url, str) or not url.startswith("data:") or ";base64," not in url[:200]:
+            raise ContentRejected([*field, "url"], "must be a data: URL holding the bytes in base64 "
+                                                   "(data:<type>;base64,…); other URLs are not fetched")
+        data = decode_base64(url, [*field, "url"])
+        media.append(part_of(media_type, data, name if isinstance(name, str) and name else None))
+        index.append(i)
+    return media, index
 
 
 def tool_part_name(part: dict[str, Any]) -> str | None:
@@ -103,4 +131,5 @@ def answers(message: UIMessageIn, where: tuple[str | int, ...]) -> list[Answer]:
     return out
 
 
-__all__ = ["HEADER", "QUERY", "Answer", "answers", "message_text", "requested_version", "tool_part_name"]
+__all__ = ["FILE_FIELDS", "HEADER", "QUERY", "Answer", "answers", "file_parts", "message_text", "requested_version",
+           "tool_part_name"]

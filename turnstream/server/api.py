@@ -18,9 +18,10 @@ from pydantic.json_schema import models_json_schema
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Message
 
 from ..store import User
-from .errors import ApiError, from_validation
+from .errors import ApiError, from_validation, too_large
 from .models import ErrorOut
 from .state import AppState
 
@@ -69,7 +70,9 @@ class Endpoint:
     """Query parameters it reads: name -> description."""
     auth: bool = True
     raw_body: dict[str, Any] | None = None
-    """A body the handler reads itself (multipart, a file): its OpenAPI ``content``."""
+    """A body the handler reads itself (multipart, a file): its OpenAPI ``content``. Beside
+    ``body``, a request of a media type listed here reaches the handler unread (``Call.body``
+    None) and one of any other type is parsed as ``body``."""
 
 
 async def read_body(request: Request, model: type[M]) -> M:
@@ -87,6 +90,28 @@ async def read_body(request: Request, model: type[M]) -> M:
         return model.model_validate_json(raw)
     except ValidationError as exc:
         raise from_validation(exc) from None
+
+
+def capped(request: Request, limit: int, what: str) -> Request:
+    """``request`` whose body ends in 413 once it passes ``limit`` bytes (for a handler that reads
+    its own body, e.g. a multipart form); ``what`` says whose limit it is."""
+    seen = 0
+    receive = request.receive
+
+    async def counted() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise too_large(f"the body is larger than {limit} bytes, more than {what}")
+        return message
+
+    return Request(request.scope, counted)
+
+
+def is_form(request: Request) -> bool:
+    return request.headers.get("content-type", "").startswith("multipart/form-data")
 
 
 class Api:
@@ -140,11 +165,9 @@ class Api:
                        for q, d in ep.query.items()]
             if params:
                 op["parameters"] = params
-            if ep.body is not None:
-                op["requestBody"] = {"required": True,
-                                     "content": {"application/json": {"schema": ref[ep.body]}}}
-            elif ep.raw_body is not None:
-                op["requestBody"] = {"required": True, "content": ep.raw_body}
+            if ep.body is not None or ep.raw_body is not None:
+                body = {"application/json": {"schema": ref[ep.body]}} if ep.body is not None else {}
+                op["requestBody"] = {"required": True, "content": {**body, **(ep.raw_body or {})}}
             responses: dict[str, Any] = {}
             for status, reply in ep.replies.items():
                 content: dict[str, Any] = {}
@@ -186,11 +209,12 @@ OVERLOADED = {503: Reply("At capacity: the turn waited too long to start (TURNST
 def _wrap(ep: Endpoint, state: AppState) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         user = await state.auth.require(request.headers) if ep.auth else User("", "")
-        body = await read_body(request, ep.body) if ep.body is not None else None
+        unread = ep.raw_body is not None and is_form(request) and "multipart/form-data" in ep.raw_body
+        body = await read_body(request, ep.body) if ep.body is not None and not unread else None
         request.state.user = user.name
         return await ep.handler(Call(request, state, user, body))
 
     return endpoint
 
 
-__all__ = ["API", "OVERLOADED", "Api", "Call", "Reply"]
+__all__ = ["API", "OVERLOADED", "Api", "Call", "Reply", "capped", "is_form"]

@@ -21,8 +21,11 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import TurnstreamError
+from ..telemetry import telemetry_from_env
 from . import (  # noqa: F401  (routes_* register)
     routes_agui,
+    routes_audit,
+    routes_blobs,
     routes_chat,
     routes_ipynb,
     routes_notebook,
@@ -111,8 +114,13 @@ def create_app(state: AppState) -> Starlette:
         Mount("/static", StaticFiles(directory=static, check_dir=False), name="static"),
     ]
     handlers: dict[Any, Any] = {TurnstreamError: turnstream_error_handler, HTTPException: http_error_handler}
-    app = Starlette(routes=routes, middleware=[Middleware(AccessLog), Middleware(SecurityHeaders), Middleware(Guard)],
-                    exception_handlers=handlers)
+    middleware = [Middleware(AccessLog), Middleware(SecurityHeaders), Middleware(Guard)]
+    telemetry = telemetry_from_env()
+    if telemetry is not None:  # a server span per request, in the caller's trace (imported only when on)
+        from ..telemetry.asgi import TraceRequests
+
+        middleware.insert(0, Middleware(TraceRequests, telemetry=telemetry))
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
     app.state.turnstream = state
     return app
 

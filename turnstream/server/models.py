@@ -14,24 +14,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, field_validator
 
+from ..agents_config import AgentConfig
 from ..blocks import Block, Usage
+from ..storable import Text
+from ..storable import storable as _storable
 
 TOOLSETS = ("notebook", "calculator", "none")
 Toolset = Literal["notebook", "calculator", "none"]
 ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 
-
-def _storable(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("must be valid Unicode (no lone surrogates)") from None
-    return value
-
-
-Text = Annotated[str, AfterValidator(_storable)]
+MAX_PART_CHARS = 16 * 1024 * 1024
+"""Longest base64 text of one part (the request body is capped at 16 MiB anyway)."""
 
 
 _INT_RANGE = (-(2**63), 2**64 - 1)
@@ -93,11 +86,36 @@ class SessionCreate(_Body):
     model: Text | None = Field(default=None, max_length=500,
                                description="provider:model for this session; the server's model when absent.")
     toolset: Toolset | None = Field(default=None, description="Server tools of the session (default: notebook).")
+    agents: list[AgentConfig] | None = Field(default=None, min_length=1, max_length=16, description=(
+        "Several agents in this session (docs/agents.md); the first answers first. Without it, the server's "
+        "agents file, else one agent."))
+
+
+class PartIn(_Body):
+    """An image or a PDF of a message, its bytes in base64 (a ``data:`` URL is taken too)."""
+
+    type: Literal["image", "file"]
+    media_type: Annotated[str, Field(max_length=100, description="image/png, image/jpeg, image/gif, image/webp "
+                                                                 "or application/pdf")]
+    data: Annotated[str, Field(max_length=MAX_PART_CHARS, description="The bytes, base64.")]
+    name: Annotated[str, Field(max_length=255)] | None = None
 
 
 class TurnCreate(_Body):
     message: Text = Field(min_length=1, max_length=500_000, description="The user's message.")
     client_tools: ClientTools = None
+    parts: list[PartIn] | None = Field(default=None, max_length=100,
+                                       description="Images and PDFs sent with the message (docs/content-parts.md).")
+
+
+class SteerOut(BaseModel):
+    """What became of a message sent while the session's turn ran or waited (docs/steering.md)."""
+
+    turn_id: str
+    outcome: Literal["queued", "denied"]
+    """``queued``: the running turn reads it at its next step; ``denied``: the calls waiting for
+    approval were denied with it as the reason, and the turn goes on."""
+    tool_use_ids: list[str] = []
 
 
 class ToolResultIn(_Body):
@@ -112,6 +130,8 @@ class ToolResultIn(_Body):
     approved: StrictBool | None = None
     reason: Text | None = Field(default=None, max_length=10_000,
                                 description="With approved=false: why, for the model to read with the denial.")
+    always: StrictBool = Field(default=False, description=(
+        "With approved=true: always allow this tool in this session; its later calls run without asking."))
 
 
 Index = Annotated[int, Field(strict=True, ge=0, le=100_000)]
@@ -144,6 +164,9 @@ class SessionOut(BaseModel):
     model: str
     toolset: str | None
     created_at: float
+    agents: list[AgentConfig] | None = Field(default=None, description="Only for a session of several agents.")
+    current_agent: str | None = Field(default=None, description="The agent that answers the next message "
+                                                                "(only for a session of several agents).")
 
 
 class TurnOut(BaseModel):

@@ -9,7 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .models import ID_PATTERN, Text, storable_json
+from ..storable import Text
+from .models import ID_PATTERN, storable_json
 
 
 class AguiTool(BaseModel):

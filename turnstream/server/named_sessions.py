@@ -48,9 +48,11 @@ async def open_named_session(call: Call, name: str, kind: Kind, *, title: str, m
             problem = state.check_model(model)
             if problem is not None:
                 raise invalid_field(model_field, problem)
+        agents, current = state.session_agents(None)
         try:
             session = await store.create_session(call.user.id, session_id=sid, title=title[:80],
-                                                 model=model or state.settings.model, toolset=toolset)
+                                                 model=model or state.settings.model, toolset=toolset,
+                                                 agents=agents, current_agent=current)
         except AlreadyExists:  # created by a concurrent request
             session = await store.get_session(sid)
     if session is None or session.user_id != call.user.id:

@@ -12,7 +12,15 @@ apart from AI SDK chat ids); a new thread takes ``model`` and ``toolset`` from
   call it waits for, and the turn goes on in this run. An input that leaves an interrupt
   unanswered, or names one that does not exist, is refused with ``RUN_ERROR`` (AG-UI's rule).
   A new user message while only client tools' calls wait (AG-UI counts that run as
-  finished) abandons those calls, with an error result each, and starts the new turn.
+  finished) abandons those calls, with an error result each, and starts the new turn; one
+  instead of ``resume`` while only approvals wait denies them with it as the reason, and the
+  turn goes on in this run (``steering.py``);
+* when the thread's turn runs: a new user message is queued for its next step, and the run
+  says so (``RUN_STARTED``, ``CUSTOM`` ``turnstream-steering``, ``RUN_FINISHED``); anything
+  else is 409.
+
+A run streams live; ``X-Turnstream-Steps: whole`` (or ``?steps=whole``) holds each step until
+its provider stream has ended (``agui.py``).
 
 ``POST /api/ag-ui/{thread_id}/stop`` cancels the thread's open turn (an aborted request does
 not: the turn goes on, as for the AI SDK).
@@ -20,22 +28,23 @@ not: the turn goes on, as for the AI SDK).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from starlette.responses import Response
 
 from ..blocks import Session, Turn, Usage
 from ..lifecycle import pending_requests
-from .agui import AGUIEncoder, agui_error_response, agui_response
+from .agui import AGUIEncoder, agui_error_response, agui_queued_response, agui_response, steering_event
 from .api import API, OVERLOADED, Call, Reply
 from .errors import conflict, invalid_field
 from .follow import Follower
-from .models import TOOLSETS, CancelOut, ClientTool, Toolset
+from .models import TOOLSETS, CancelOut, ClientTool, SteerOut, Toolset
 from .models_agui import AguiMessage, AguiResume, RunAgentInputIn
 from .named_sessions import open_named_session, open_turn
 from .routes_chat import path_name, stop_named
 from .routes_turns import client_tool_specs, start_turn, submit
-from .turn_stream import notebook_feed, with_notebook
+from .steering import steer
+from .turn_stream import STEPS_HEADER, STEPS_QUERY, notebook_feed, requested_steps, with_notebook
 
 SSE = "text/event-stream"
 CANCELLED_REASON = "The user cancelled this request."
@@ -83,10 +92,11 @@ def _client_tools(call: Call, session: Session, body: RunAgentInputIn) -> list[d
 
 
 async def _answer(call: Call, session: Session, turn: Turn,
-                  body: RunAgentInputIn) -> Follower | tuple[str, str] | None:
+                  body: RunAgentInputIn) -> Follower | tuple[str, str] | Literal["new_turn", "steer"]:
     """Answer the waiting turn from the run's input and continue it: its follower; or the
-    RUN_ERROR (message, code) AG-UI asks for; or None when the input answers nothing and only
-    client tools' calls wait (a new message then starts a new turn)."""
+    RUN_ERROR (message, code) AG-UI asks for; or, when the input answers nothing, what its new
+    message does: ``new_turn`` when only client tools' calls wait, ``steer`` (deny them with
+    it) when only approvals wait and the last message is the user's."""
     state = call.state
     pending = await pending_requests(state.store, turn)
     approvals = {k for k, r in pending.items() if r.executor == "server"}
@@ -103,10 +113,12 @@ async def _answer(call: Call, session: Session, turn: Turn,
     if unknown:
         return f"no open interrupt {', '.join(unknown)} in this thread", "unknown_interrupt"
     if not outputs and not entries:
+        if approvals and not clients and body.messages and body.messages[-1].role == "user":
+            return "steer"
         if approvals:
             return (f"the thread waits for answers to its interrupts ({', '.join(sorted(approvals))}): send them "
                     "as resume entries"), "interrupts_unanswered"
-        return None
+        return "new_turn"
     missing = sorted((approvals - {e.interruptId for _, e in entries}) | (clients - {m.toolCallId for _, m in outputs}))
     if missing:
         return f"the thread still waits for {', '.join(missing)}; answer every call in one run", "incomplete_answers"
@@ -131,7 +143,7 @@ async def _answer(call: Call, session: Session, turn: Turn,
     before = await state.store.last_event_n(turn.id)  # denials and approvals are part of the run
     for i, call_id, approved, reason in decisions:
         ready = await submit(state, session, turn, call_id, content=None, is_error=False, approved=approved,
-                             reason=reason, field_prefix=("body", "resume", i, "payload"))
+                             reason=reason, field_prefix=("body", "resume", i, "payload"), decided_by=call.user.name)
     if not ready:  # answered by another request meanwhile
         raise conflict(f"turn {turn.id} still waits for other answers")
     follower = Follower(state.store, state.bus, session.id, turn.id, before, ping_interval=state.settings.ping_interval)
@@ -139,20 +151,33 @@ async def _answer(call: Call, session: Session, turn: Turn,
     return follower
 
 
+async def _steer(call: Call, session: Session, turn: Turn, text: str) -> tuple[SteerOut, int] | None:
+    """Give the run's new message to the thread's open turn (``steering.py``): what became of
+    it, and the turn's last event before the denials it may have made (where this run's
+    stream starts); None when the turn ended meanwhile (the message then starts a new one)."""
+    before = await call.state.store.last_event_n(turn.id)
+    steered = await steer(call.state, session, text, [])
+    if steered is None:
+        return None
+    return steered, before if steered.turn_id == turn.id else 0
+
+
 @API.route("POST", "/api/ag-ui", summary="AG-UI: RunAgentInput in, the run's events out (a threadId is a session)",
-           body=RunAgentInputIn,
+           body=RunAgentInputIn, headers=STEPS_HEADER, query=STEPS_QUERY,
            replies={200: Reply("AG-UI events (SSE): RUN_STARTED … RUN_FINISHED or RUN_ERROR.", None, SSE),
                     **OVERLOADED})
 async def agui_run(call: Call) -> Response:
     state = call.state
     body = call.parsed(RunAgentInputIn)
+    steps = requested_steps(call)
     model, toolset = _props(body)
     title = next((_text(m) for m in body.messages if m.role == "user"), "")
     session = await open_named_session(call, body.threadId, "agui", title=title, model=model, toolset=toolset,
                                        model_field=["body", "forwardedProps", "model"])
     turn = await open_turn(call, session)
-    if turn is not None and turn.status == "running":
-        raise conflict(f"turn {turn.id} of this thread is still running; wait for it, or stop it")
+    if turn is not None and turn.status == "running" and (not body.messages or body.messages[-1].role != "user"):
+        raise conflict(f"turn {turn.id} of this thread is still running; send a user message, wait for it, "
+                       "or stop it")
     # The notebook: its changes from now on, then its state (a change in between is in both; the
     # encoder keeps the state's), all before the turn moves, whose first change may come at once.
     feed = notebook_feed(state, session)
@@ -160,17 +185,30 @@ async def agui_run(call: Call) -> Response:
         notebook = await state.notebooks.state(session.id) if feed is not None and state.notebooks else None
         base = Usage()
         follower: Follower | None = None
-        if turn is not None:
-            answered = await _answer(call, session, turn, body)
-            if isinstance(answered, tuple):
+        lead: list[dict[str, Any]] = []
+        answered = await _answer(call, session, turn, body) if turn is not None and turn.status != "running" else None
+        if isinstance(answered, tuple):
+            if feed is not None:
+                feed.close()
+            return agui_error_response(body.threadId, body.runId, *answered)
+        if isinstance(answered, Follower):
+            assert turn is not None
+            follower, base = answered, turn.usage
+        elif answered == "new_turn":  # only client tools' calls wait, and a new message comes: they are left
+            _message(body)  # a 422 before anything changes
+            assert turn is not None
+            await state.turns.cancel(session.id, turn.id)
+        elif turn is not None:  # the turn runs, or waits on approvals only: the message steers it
+            steered = await _steer(call, session, turn, _message(body))
+            if steered is not None and steered[0].outcome == "queued":
                 if feed is not None:
                     feed.close()
-                return agui_error_response(body.threadId, body.runId, *answered)
-            if answered is not None:
-                follower, base = answered, turn.usage
-            else:  # only client tools' calls wait, and a new message comes: they are left unanswered
-                _message(body)  # a 422 before anything changes
-                await state.turns.cancel(session.id, turn.id)
+                return agui_queued_response(body.threadId, body.runId, steered[0].model_dump(),
+                                            {"session_id": session.id, "turn_id": steered[0].turn_id})
+            if steered is not None:  # denied: this run streams the turn going on
+                follower = Follower(state.store, state.bus, session.id, steered[0].turn_id, steered[1],
+                                    ping_interval=state.settings.ping_interval)
+                base, lead = turn.usage, [steering_event(steered[0].model_dump())]
         if follower is None:
             follower = await start_turn(state, session, _message(body), _client_tools(call, session, body))
     except BaseException:
@@ -178,7 +216,8 @@ async def agui_run(call: Call) -> Response:
             feed.close()
         raise
     encoder = AGUIEncoder(thread_id=body.threadId, run_id=body.runId, model=session.model, base_usage=base,
-                          notebook=notebook, metadata={"session_id": session.id, "turn_id": follower.turn_id})
+                          notebook=notebook, metadata={"session_id": session.id, "turn_id": follower.turn_id},
+                          messages=[m.model_dump(exclude_unset=True) for m in body.messages], steps=steps, lead=lead)
     return agui_response(with_notebook(follower.batches(), feed), encoder, headers={"X-Turn-Id": follower.turn_id})
 
 

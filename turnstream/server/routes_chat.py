@@ -3,7 +3,10 @@
 * ``POST /api/chat`` takes the body ``useChat`` posts. The chat ``id`` is the caller's own
   name for a session (``named_sessions``); the session is created on first use and its id
   comes back as ``messageMetadata.session_id``. When the last message is the user's, its
-  text starts a turn. When it is the assistant's, its tool parts that carry an answer
+  text and its ``file`` parts (images and PDFs in ``data:`` URLs) start a turn; while the
+  chat's turn is open, they steer it instead (``steering.py``: queued for its next step, or
+  the reason for denying the calls waiting for approval), and the stream says so in a
+  transient ``data-turnstream-steering`` chunk. When it is the assistant's, its tool parts that carry an answer
   (a client tool's ``output-available`` / ``output-error``; from 6 on, an approval's
   ``approval-responded`` with ``approval.approved`` and ``approval.reason``) answer the
   session's waiting turn, which then continues in the same assistant message. Client tools
@@ -15,30 +18,44 @@
   connection (the AI SDK's ``stop()`` aborts the fetch) does not stop the turn: that is what
   lets a reload resume it.
 
-The version the client speaks is read by ``aisdk_request.requested_version``.
+The version the client speaks is read by ``aisdk_request.requested_version``; whether steps
+stream live (the default) or whole, by ``turn_stream.requested_steps``.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
-from ..blocks import Session
+from ..blocks import Attachment, Session
+from ..errors import ContentRejected
 from ..lifecycle import pending_requests
-from .aisdk import UIMessageStreamEncoder, ui_stream_response
-from .aisdk_request import Answer, answers, message_text, requested_version
+from .aisdk import STEERING_PART, UIMessageStreamEncoder, Version, chunks_response, ui_stream_response
+from .aisdk_request import FILE_FIELDS, Answer, answers, file_parts, message_text, requested_version
 from .api import API, OVERLOADED, Call, Reply
-from .errors import conflict, invalid_field, not_found
+from .errors import ApiError, conflict, invalid_field, not_found
 from .follow import Follower
 from .models import ID_PATTERN, CancelOut, ChatRequest
 from .named_sessions import find_named_session, named_session_id, open_named_session, open_turn
-from .routes_turns import client_tool_specs, start_turn, submit
-from .turn_stream import notebook_feed, whole_turn, with_notebook
+from .routes_turns import checked_and_stored, client_tool_specs, refusal, start_turn, submit
+from .steering import steer
+from .turn_stream import (
+    STEPS_HEADER,
+    STEPS_QUERY,
+    StepsMode,
+    notebook_feed,
+    requested_steps,
+    whole_turn,
+    with_notebook,
+)
 
 SSE = "text/event-stream"
-VERSION_HEADER = {"X-AI-SDK-Version": "The major of the `ai` package that reads the stream: 5 (default), 6 or 7."}
-VERSION_QUERY = {"ai_sdk": "Same as X-AI-SDK-Version, for a transport whose headers you do not set."}
+VERSION_HEADER = {"X-AI-SDK-Version": "The major of the `ai` package that reads the stream: 5 (default), 6 or 7.",
+                  **STEPS_HEADER}
+VERSION_QUERY = {"ai_sdk": "Same as X-AI-SDK-Version, for a transport whose headers you do not set.", **STEPS_QUERY}
 _ID = re.compile(ID_PATTERN)
 
 
@@ -86,7 +103,7 @@ async def _continue(call: Call, session: Session, body: ChatRequest) -> tuple[Fo
     decisions = [a for a in given if a.approved is not None]
     for a in decisions:
         ready = await submit(state, session, turn, a.call_id, content=None, is_error=False, approved=a.approved,
-                             reason=a.reason, field_prefix=a.field)
+                             reason=a.reason, field_prefix=a.field, decided_by=call.user.name)
     if not ready:
         raise conflict(f"turn {turn.id} still waits for other tool results; send them together")
     follower = Follower(state.store, state.bus, session.id, turn.id, before,
@@ -102,13 +119,18 @@ async def chat(call: Call) -> Response:
     state = call.state
     body = call.parsed(ChatRequest)
     version = requested_version(call, body.messages)
+    steps = requested_steps(call)
     last = body.messages[-1]
-    last_field = ["body", "messages", len(body.messages) - 1]
+    last_field: list[str | int] = ["body", "messages", len(body.messages) - 1]
     if last.role == "user" and not message_text(last).strip():
         raise invalid_field([*last_field, "parts"], "the message has no text part")
     if last.role not in ("user", "assistant"):
         raise invalid_field([*last_field, "role"],
                             "the last message must be the user's (or the assistant's, carrying tool results)")
+    try:
+        media, media_index = file_parts(last, tuple(last_field)) if last.role == "user" else ([], [])
+    except ContentRejected as exc:
+        raise refusal(exc, FILE_FIELDS) from None
     title = next((message_text(m) for m in body.messages if m.role == "user"), "")
     session = await open_named_session(call, body.id, "chat", title=title, model=body.model, toolset=body.toolset,
                                        model_field=["body", "model"])
@@ -117,19 +139,61 @@ async def chat(call: Call) -> Response:
     try:
         if last.role == "user":
             specs = client_tool_specs(state, session, body.client_tools)
-            follower = await start_turn(state, session, message_text(last), specs)
-            encoder = UIMessageStreamEncoder(version=version, message_id=follower.turn_id, metadata=meta)
+            refs = await checked_and_stored(state, media, [*last_field, "parts"], media_index,
+                                            FILE_FIELDS) if media else []
+            started = await _start_or_steer(call, session, message_text(last), specs, refs)
+            if not isinstance(started, Follower):
+                if feed is not None:
+                    feed.close()
+                return await _steered(call, session, started, version, steps, meta)
+            follower = started
+            encoder = UIMessageStreamEncoder(version=version, message_id=follower.turn_id, metadata=meta, steps=steps)
         else:
             follower, denied, decided = await _continue(call, session, body)
             known = {str(p["toolCallId"]) for p in last.parts if isinstance(p.get("toolCallId"), str)}
             encoder = UIMessageStreamEncoder(version=version, message_id=last.id or None, known_calls=known,
-                                             denied=denied, decided=decided, metadata=meta)
+                                             denied=denied, decided=decided, metadata=meta, steps=steps)
     except BaseException:
         if feed is not None:
             feed.close()
         raise
     items = with_notebook(follower.batches(), feed)
     return ui_stream_response(items, encoder, headers={"X-Turn-Id": follower.turn_id})
+
+
+async def _start_or_steer(call: Call, session: Session, text: str, specs: list[dict[str, Any]] | None,
+                          refs: Sequence[Attachment]) -> Follower | tuple[dict[str, Any], int]:
+    """A new turn's follower; or, when the chat's turn is open, the message given to it
+    (docs/steering.md) and the number of the turn's last event before that."""
+    state = call.state
+    for _ in range(2):  # a turn that ends between the two tries is followed by a new one
+        try:
+            return await start_turn(state, session, text, specs, refs)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        turn = await open_turn(call, session)
+        before = await state.store.last_event_n(turn.id) if turn is not None else 0
+        steered = await steer(state, session, text, refs)
+        if steered is not None:
+            return steered.model_dump(), before if turn is not None and turn.id == steered.turn_id else 0
+    raise conflict("the chat's turn is still open; try again")
+
+
+async def _steered(call: Call, session: Session, steered: tuple[dict[str, Any], int], version: Version,
+                   steps: StepsMode, meta: dict[str, Any]) -> Response:
+    """The answer to a message that steered the open turn: the transient steering chunk; when
+    it denied the waiting calls, then the turn going on, as a new assistant message."""
+    outcome, before = steered
+    lead = [{"type": STEERING_PART, "data": outcome, "transient": True}]
+    if outcome["outcome"] == "queued":  # the stream that follows the turn shows its answer
+        return chunks_response(lead)
+    state = call.state
+    follower = Follower(state.store, state.bus, session.id, outcome["turn_id"], before,
+                        ping_interval=state.settings.ping_interval)
+    encoder = UIMessageStreamEncoder(version=version, metadata=meta, steps=steps, lead=lead)
+    return ui_stream_response(with_notebook(follower.batches(), notebook_feed(state, session)), encoder,
+                              headers={"X-Turn-Id": follower.turn_id})
 
 
 @API.route("GET", "/api/chat/{chat_id}/stream",
@@ -142,11 +206,13 @@ async def chat_stream(call: Call) -> Response:
     state = call.state
     chat_id = path_name(call, "chat_id")
     version = requested_version(call)
+    steps = requested_steps(call)
     session = await find_named_session(call, chat_id, "chat")
     turn = await open_turn(call, session) if session is not None else None
     if session is None or turn is None:
         return Response(status_code=204)
-    encoder = UIMessageStreamEncoder(version=version, message_id=turn.id, metadata={"session_id": session.id})
+    encoder = UIMessageStreamEncoder(version=version, message_id=turn.id, metadata={"session_id": session.id},
+                                     steps=steps)
     items = with_notebook(whole_turn(state, session.id, turn.id), notebook_feed(state, session))
     return ui_stream_response(items, encoder, headers={"X-Turn-Id": turn.id})
 

@@ -10,13 +10,12 @@ against the format its name claims; a refusal names the file (``files[i]``).
 from __future__ import annotations
 
 from starlette.datastructures import UploadFile
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response
-from starlette.types import Message
 
 from ..errors import ApiError
 from ..notebook.files import NAME_PATTERN, check_name
-from .api import API, Call, Reply
+from .api import API, Call, Reply, capped
 from .errors import invalid_field, not_found, too_large
 from .models import Deleted, FileList
 from .routes_notebook import BASE, session_notebook
@@ -32,24 +31,6 @@ MULTIPART = {"multipart/form-data": {"schema": {
                                             f"file name must match {NAME_PATTERN} and end in its format."}}}}}
 
 
-def _counting(request: Request, limit: int) -> Request:
-    """``request`` whose body ends in 413 once it passes ``limit`` bytes."""
-    seen = 0
-    receive = request.receive
-
-    async def counted() -> Message:
-        nonlocal seen
-        message = await receive()
-        if message["type"] == "http.request":
-            seen += len(message.get("body", b""))
-            if seen > limit:
-                raise too_large(f"the upload is larger than {limit} bytes, more than this notebook's files may "
-                                "take together")
-        return message
-
-    return Request(request.scope, counted)
-
-
 async def _read_files(call: Call, limit: int) -> list[tuple[str, bytes]]:
     request = call.request
     declared = request.headers.get("content-length")
@@ -59,7 +40,8 @@ async def _read_files(call: Call, limit: int) -> list[tuple[str, bytes]]:
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise invalid_field(["body"], "send the files as multipart/form-data")
     try:
-        form = await _counting(request, limit).form(max_files=MAX_FILES, max_fields=MAX_FILES)
+        form = await capped(request, limit, "this notebook's files may take together").form(max_files=MAX_FILES,
+                                                                                             max_fields=MAX_FILES)
     except ClientDisconnect:
         raise ApiError(400, "client_disconnect", "the client went away before sending its body") from None
     except ApiError:

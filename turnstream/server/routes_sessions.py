@@ -6,6 +6,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
+from ..agents_config import team_problem
 from ..blocks import BLOCK_ADAPTER, Session, Turn
 from .api import API, Call, Reply
 from .auth import owned_session
@@ -14,7 +15,12 @@ from .models import Deleted, SessionCreate, SessionDetail, SessionList, SessionO
 
 
 def session_json(s: Session) -> dict[str, Any]:
-    return {"id": s.id, "title": s.title, "model": s.model, "toolset": s.toolset, "created_at": s.created_at}
+    d: dict[str, Any] = {"id": s.id, "title": s.title, "model": s.model, "toolset": s.toolset,
+                         "created_at": s.created_at}
+    if s.agents is not None:
+        d["agents"] = s.agents
+        d["current_agent"] = s.current_agent
+    return d
 
 
 def turn_json(t: Turn) -> dict[str, Any]:
@@ -31,8 +37,18 @@ async def create_session(call: Call) -> Response:
         problem = call.state.check_model(body.model)
         if problem is not None:
             raise invalid_field(["body", "model"], problem)
-    s = await call.state.store.create_session(call.user.id, title=body.title,
-                                              model=body.model or call.state.settings.model, toolset=body.toolset)
+    if body.agents is not None:
+        problem_at = team_problem(body.agents)
+        if problem_at is not None:
+            raise invalid_field(["body", "agents", *problem_at[0]], problem_at[1])
+        for i, a in enumerate(body.agents):
+            problem = call.state.check_model(a.model) if a.model else None
+            if problem is not None:
+                raise invalid_field(["body", "agents", i, "model"], problem)
+    agents, current = call.state.session_agents(body.agents)
+    s = await call.state.store.create_session(
+        call.user.id, title=body.title, model=body.model or call.state.settings.model, toolset=body.toolset,
+        agents=agents, current_agent=current)
     return JSONResponse(session_json(s), status_code=201)
 
 

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
-from ..blocks import Session, Turn
-from ..errors import InvalidValue, NotFound, TurnConflictError
+from ..blocks import Attachment, Session, Turn
+from ..content import MediaPart, check_parts, decode_base64, part_of, store_parts
+from ..errors import ContentRejected, InvalidValue, NotFound, TurnConflictError
 from ..lifecycle import submit_tool_result
+from ..tools.toolset import tool_names
 from .api import API, OVERLOADED, Call, Reply
 from .auth import owned_session, owned_turn
-from .errors import ApiError, conflict, invalid_field, not_found
+from .errors import ApiError, conflict, invalid_field, not_found, too_large
 from .follow import Follower
-from .models import CancelOut, ClientTool, ToolResultIn, ToolResultOut, TurnCreate
+from .models import CancelOut, ClientTool, PartIn, SteerOut, ToolResultIn, ToolResultOut, TurnCreate
 from .sse_encoder import parse_last_event_id, sse_response
 from .state import AppState
+from .steering import steer
+from .turn_form import FILE_FIELDS as FORM_FILE_FIELDS
+from .turn_form import MULTIPART, read_turn_form
 
 SSE = "text/event-stream"
 
@@ -25,19 +31,58 @@ def client_tool_specs(state: AppState, session: Session, tools: list[ClientTool]
     """The declared client tools as the runner takes them; 422 when one shadows a server tool."""
     if not tools:
         return None
-    server = {t.name for t in state.config_for(session).tools}
+    server = tool_names(state.config_for(session).tools)
     for i, t in enumerate(tools):
         if t.name in server:
             raise invalid_field(["body", field, i, "name"], f"{t.name!r} is already a server tool of this session")
     return [t.model_dump() for t in tools]
 
 
+async def stored_parts(state: AppState, parts: Sequence[PartIn] | None,
+                       field: tuple[str | int, ...] = ("body", "parts")) -> list[Attachment]:
+    """A message's JSON parts decoded, checked against the server's limits and stored (413 or
+    422 naming the part)."""
+    if not parts:
+        return []
+    try:
+        media = [part_of(p.media_type, decode_base64(p.data, [*field, i, "data"]), p.name)
+                 for i, p in enumerate(parts)]
+    except ContentRejected as exc:
+        raise refusal(exc) from None
+    return await checked_and_stored(state, media, field)
+
+
+async def checked_and_stored(state: AppState, media: Sequence[MediaPart], field: Sequence[str | int],
+                             index: Sequence[int] | None = None,
+                             names: Mapping[str, str] | None = None) -> list[Attachment]:
+    """Parts checked against the server's limits (``content.check_parts``: ``field`` and
+    ``index`` say where each one was sent) and stored; ``names`` renames the checked field
+    (``media_type``, ``data``) to the one the request used."""
+    limits = state.limits()
+    try:
+        check_parts(media, max_bytes=limits.max_attachment_bytes, max_count=limits.max_attachments, field=field,
+                    index=index)
+    except ContentRejected as exc:
+        raise refusal(exc, names) from None
+    return await store_parts(state.store, media)
+
+
+def refusal(exc: ContentRejected, names: Mapping[str, str] | None = None) -> ApiError:
+    """A refused part as the answer: 413 with the field in its message, else 422 naming it."""
+    loc = list(exc.field)
+    if loc and isinstance(loc[-1], str) and names:
+        loc[-1] = names.get(loc[-1], loc[-1])
+    if exc.status == 413:
+        return too_large(f"{'.'.join(str(f) for f in loc)}: {exc}")
+    return invalid_field(loc, str(exc))
+
+
 async def start_turn(state: AppState, session: Session, message: str,
-                     client_tools: list[dict[str, Any]] | None) -> Follower:
+                     client_tools: list[dict[str, Any]] | None, attachments: Sequence[Attachment] = ()) -> Follower:
     if not session.title:  # before the turn's events, so every tab learns the title first
         await state.titles.first_message(session.id, message)
     try:
-        turn_id, sub = await state.turns.start(session, message, client_tools)
+        turn_id, sub = await state.turns.start(session, message, client_tools, attachments=attachments)
     except TurnConflictError as exc:
         raise conflict(f"turn {exc.turn_id} is still open in this session (running or waiting for tool "
                        "results); wait for it, answer it, or cancel it") from None
@@ -46,13 +91,33 @@ async def start_turn(state: AppState, session: Session, message: str,
 
 
 @API.route("POST", "/api/sessions/{session_id}/turns", summary="Send a message: the turn's events stream back",
-           body=TurnCreate,
-           replies={200: Reply("The turn's events (SPEC §8) until turn_complete.", None, SSE), **OVERLOADED})
+           body=TurnCreate, raw_body=MULTIPART,
+           replies={200: Reply("The turn's events (SPEC §8) until turn_complete.", None, SSE),
+                    202: Reply("The session's turn was open: the message was queued for its next step, or "
+                               "denied the calls waiting for approval (docs/steering.md).", SteerOut),
+                    **OVERLOADED})
 async def create_turn(call: Call) -> Response:
     state = call.state
-    body = call.parsed(TurnCreate)
+    form = await read_turn_form(call) if call.body is None else None
+    body = form[0] if form is not None else call.parsed(TurnCreate)
     session = await owned_session(state.store, call.user, call.param("session_id"))
-    follower = await start_turn(state, session, body.message, client_tool_specs(state, session, body.client_tools))
+    tools = client_tool_specs(state, session, body.client_tools)
+    if form is not None:
+        refs = await checked_and_stored(state, form[1], ["body", "files"], names=FORM_FILE_FIELDS)
+    else:
+        refs = await stored_parts(state, body.parts)
+    for _ in range(2):  # a turn that ends between the two tries is followed by a new one
+        try:
+            follower = await start_turn(state, session, body.message, tools, refs)
+            break
+        except ApiError as exc:
+            if exc.status != 409 or tools:
+                raise
+            steered = await steer(state, session, body.message, refs)
+            if steered is not None:
+                return JSONResponse(steered.model_dump(), status_code=202)
+    else:
+        raise conflict("the session's turn is still open; try again")
     return sse_response(follower.batches(), headers={
         "X-Turn-Id": follower.turn_id,
         "Location": f"/api/sessions/{session.id}/turns/{follower.turn_id}/events"})
@@ -97,13 +162,13 @@ async def _waiting_turn(state: AppState, session: Session, turn_id: str | None) 
 
 async def submit(state: AppState, session: Session, turn: Turn, tool_use_id: str, *, content: str | None,
                  is_error: bool, approved: bool | None, reason: str | None = None,
-                 field_prefix: tuple[Any, ...] = ("body",)) -> bool:
+                 field_prefix: tuple[Any, ...] = ("body",), decided_by: str = "user", always: bool = False) -> bool:
     """Record one answer and publish what it stored (a result block, or the approval);
     True when the turn can continue. The core's refusals become 4xx by their type; an
     invalid answer is a 422 naming its field under ``field_prefix``."""
     try:
         return await submit_tool_result(state.store, turn.id, tool_use_id, content=content, is_error=is_error,
-                                        approved=approved, reason=reason,
+                                        approved=approved, reason=reason, decided_by=decided_by, always=always,
                                         on_event=lambda ev: state.bus.publish(session.id, ev))
     except NotFound:
         raise not_found(f"pending tool call {tool_use_id} in turn {turn.id}") from None
@@ -121,7 +186,8 @@ async def post_tool_result(call: Call) -> Response:
     turn = await _waiting_turn(state, session, body.turn_id)
     before = await state.store.last_event_n(turn.id)
     ready = await submit(state, session, turn, body.tool_use_id, content=body.content, is_error=body.is_error,
-                         approved=body.approved, reason=body.reason)
+                         approved=body.approved, reason=body.reason, decided_by=call.user.name,
+                         always=body.always)
     if ready:
         await state.turns.resume(session, turn.id)
     return JSONResponse({"turn_id": turn.id, "tool_use_id": body.tool_use_id, "resumed": ready,
@@ -143,4 +209,5 @@ async def cancel_turn(call: Call) -> Response:
     return JSONResponse({"turn_id": turn.id, "status": outcome})
 
 
-__all__ = ["ApiError", "client_tool_specs", "start_turn", "submit"]
+__all__ = ["ApiError", "checked_and_stored", "client_tool_specs", "refusal", "start_turn", "stored_parts",
+           "submit"]

@@ -12,14 +12,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..agents import Persona, Team
+from ..agents_config import AGENTS_ADAPTER, AgentConfig, load_agents_file
 from ..blocks import Session
 from ..bus import Bus
 from ..errors import UsageError
+from ..limits import Budgets, Limits
 from ..loop import RunConfig
+from ..pricing import Price
 from ..providers import Provider, resolve_model
 from ..settings import Settings
 from ..store import Store
+from ..tools.loading import load_mcp_servers
 from ..tools.tool import Tool
+from ..tools.toolset import Toolset
 from .auth import Authenticator
 
 if TYPE_CHECKING:
@@ -61,16 +67,32 @@ class AppState:
     _providers: dict[str, Provider] = field(default_factory=dict)
     extra_tools: list[Tool] = field(default_factory=list)
     """The operator's own server tools (``--tools``), in every session's toolset."""
+    mcp_servers: list[Toolset] = field(default_factory=list)
+    """The MCP servers of ``--mcp-config``, whose tools join every session's toolset."""
+    default_agents: list[AgentConfig] | None = None
+    """The agents file's agents (``--agents``): what a session created without agents gets."""
+    budgets: Budgets = field(init=False)
+    prices: dict[str, Price] = field(init=False)
 
     def __post_init__(self) -> None:
         from .admission import Admission
         from .titles import Titler
         from .turns import TurnManager
 
+        self.budgets = self.settings.budgets()
+        self.prices = self.settings.price_table()
         if self.settings.tools and not self.extra_tools:
             from ..tools.loading import load_tools
 
             self.extra_tools = load_tools(self.settings.tools)
+        if self.settings.mcp_config is not None and not self.mcp_servers:
+            self.mcp_servers = load_mcp_servers(self.settings.mcp_config)
+        if self.settings.agents is not None and self.default_agents is None:
+            self.default_agents = load_agents_file(self.settings.agents)
+            for a in self.default_agents:
+                problem = self.check_model(a.model) if a.model else None
+                if problem is not None:
+                    raise UsageError(f"agents file {self.settings.agents}: agent {a.name!r}: {problem}")
         admission = Admission(max_lag=self.settings.admit_max_lag, max_wait=self.settings.admit_max_wait)
         self.turns = TurnManager(self.store, self.bus, self.config_for, admission=admission,
                                  takeover=self.settings.takeover, sweep_interval=self.settings.sweep_interval,
@@ -121,15 +143,47 @@ class AppState:
             return f"{type(exc).__name__}: {exc}"
         return None
 
+    def session_agents(self, agents: list[AgentConfig] | None) -> tuple[list[dict[str, Any]] | None, str | None]:
+        """What a new session stores as its agents and current agent: ``agents`` when the
+        client gave some, else the agents file's, else none (a session of one model)."""
+        chosen = agents if agents is not None else self.default_agents
+        if chosen is None:
+            return None, None
+        return [a.model_dump(exclude_defaults=True) for a in chosen], chosen[0].name
+
     def config_for(self, session: Session) -> RunConfig:
-        tools = [*toolset_tools(session.toolset, notebooks_available=self.notebooks is not None), *self.extra_tools]
+        tools: list[Tool | Toolset] = [*toolset_tools(session.toolset, notebooks_available=self.notebooks is not None),
+                                       *self.extra_tools, *self.mcp_servers]
         deps: dict[str, Any] = {}
         system = None
-        if self.notebooks is not None and any(t.name == "run_cell" for t in tools):
+        if self.notebooks is not None and any(isinstance(t, Tool) and t.name == "run_cell" for t in tools):
             deps["notebooks"] = self.notebooks
             system = NOTEBOOK_SYSTEM
-        return RunConfig(provider=self.provider(session.model or None), tools=tools, system=system,
-                         deps=deps, live_deltas=True)
+        team = self._team(session, deps) if session.agents else None
+        provider = team.members[team.entry].provider if team is not None else self.provider(session.model or None)
+        return RunConfig(provider=provider, tools=tools, system=system, deps=deps, live_deltas=True,
+                         limits=self.limits(), take_queued=self.settings.queued_messages == "next_step", team=team,
+                         prices=self.prices)
+
+    def _team(self, session: Session, deps: dict[str, Any]) -> Team:
+        """The agents of a session of several agents, each with its model, prompt and tools
+        (the MCP servers' tools join every agent's in the loop)."""
+        members: list[Persona] = []
+        for a in AGENTS_ADAPTER.validate_python(session.agents):
+            tools = [*toolset_tools(a.toolset or session.toolset, notebooks_available=self.notebooks is not None),
+                     *self.extra_tools]
+            system = a.system
+            if self.notebooks is not None and any(t.name == "run_cell" for t in tools):
+                deps["notebooks"] = self.notebooks
+                system = system or NOTEBOOK_SYSTEM
+            members.append(Persona(a.name, self.provider(a.model or session.model or None), system, tools,
+                                   a.thinking_budget, None, a.handoffs, a.handoff, a.description))
+        return Team.of(members)
+
+    def limits(self) -> Limits:
+        """A turn's limits: this server's limits on images and files, and its budgets."""
+        return Limits(max_attachment_bytes=int(self.settings.attachment_mb * 1024 * 1024),
+                      max_attachments=self.settings.max_attachments, budgets=self.budgets)
 
     async def aclose(self) -> None:
         await self.turns.aclose()
@@ -138,4 +192,6 @@ class AppState:
             await self.notebooks.aclose()
         for p in self._providers.values():
             await p.aclose()
+        for server in self.mcp_servers:
+            await server.aclose()
         self._providers.clear()

@@ -10,6 +10,12 @@
 
 Both yield what ``Follower.batches`` yields (a list of envelopes, or None when a ping is
 due); ``with_notebook`` adds the notebook's own messages as dicts.
+
+How a protocol stream sends a step (``requested_steps``): ``live`` (the default), each delta
+as it arrives, and a restarted step is mended in the form the protocol has; or ``whole``
+(header ``X-Turnstream-Steps: whole`` or query ``steps=whole``), each step's parts held until
+the provider's stream for it has ended (``in_step_stream``), so a restart drops what was
+held and nothing sent is ever taken back.
 """
 
 from __future__ import annotations
@@ -18,26 +24,48 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from typing import Any
+from typing import Any, Literal
 
 from ..blocks import Session
 from ..bus import Envelope, SessionMessage, Subscription
 from ..events import BlockDelta, BlockStart, BlockStop, StreamEvent
+from .api import Call
+from .errors import invalid_field
 from .follow import Follower
 from .state import AppState
 
 Batch = list[Envelope] | None
 Item = list[Envelope] | dict[str, Any] | None
 
+StepsMode = Literal["live", "whole"]
+STEPS_MODES: tuple[StepsMode, ...] = ("live", "whole")
+STEPS_HEADER = {"X-Turnstream-Steps": "`live` (default): deltas as they arrive; `whole`: each step's parts once "
+                                      "its provider stream has ended, so a restarted step never shows."}
+STEPS_QUERY = {"steps": "Same as X-Turnstream-Steps, for a client whose headers you do not set."}
+
 MODEL_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use", "provider")
 """Blocks a provider's stream makes (a tool result is not one: it comes after the stream)."""
+
+
+def requested_steps(call: Call) -> StepsMode:
+    """``live`` or ``whole``, from the header ``X-Turnstream-Steps`` or else the query ``steps``;
+    422 naming the one that holds anything else."""
+    for where, name, raw in (("header", "X-Turnstream-Steps", call.request.headers.get("x-turnstream-steps")),
+                             ("query", "steps", call.request.query_params.get("steps"))):
+        if raw is None or not raw.strip():
+            continue
+        for mode in STEPS_MODES:
+            if raw.strip().lower() == mode:
+                return mode
+        raise invalid_field([where, name], f"must be one of {', '.join(STEPS_MODES)}, not {raw!r}")
+    return "live"
 
 
 def in_step_stream(ev: StreamEvent) -> bool:
     """Whether ``ev`` belongs to the provider stream of the running step: a model block's
     start, delta or stop. Anything else (a tool result, a tool request, the next step, the
-    end) says that stream has ended. An encoder whose wire cannot take parts back holds a
-    step's output until then, and drops it on a ``step_restart``."""
+    end) says that stream has ended. An encoder asked for ``whole`` steps holds a step's
+    output until then, and drops it on a ``step_restart``."""
     if isinstance(ev, BlockStart):
         return ev.type in MODEL_BLOCKS
     if isinstance(ev, BlockStop):
@@ -116,4 +144,5 @@ async def _plain(batches: AsyncIterator[Batch]) -> AsyncGenerator[Item, None]:
         yield batch
 
 
-__all__ = ["MODEL_BLOCKS", "Batch", "Item", "in_step_stream", "notebook_feed", "whole_turn", "with_notebook"]
+__all__ = ["MODEL_BLOCKS", "STEPS_HEADER", "STEPS_QUERY", "Batch", "Item", "StepsMode", "in_step_stream",
+           "notebook_feed", "requested_steps", "whole_turn", "with_notebook"]

@@ -31,12 +31,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..aio import shielded
-from ..blocks import Session
+from ..blocks import Attachment, Session
 from ..bus import Bus, Subscription
 from ..errors import ShuttingDown, TurnConflictError, TurnNotWaiting, TurnTakenOver
 from ..events import ErrorEvent, StreamEvent, TurnStart
@@ -82,6 +82,8 @@ class TurnManager:
         """Every driving task's record, also before its turn id is known."""
         self._sweeper: asyncio.Task[None] | None = None
         self._sweep_lock = asyncio.Lock()
+        self._next: asyncio.Task[None] | None = None
+        """The last task that starts a turn from queued messages (kept so it is not collected)."""
         self.draining = False
         bus.on_control = self._on_control
 
@@ -93,22 +95,22 @@ class TurnManager:
         return turn_id in self._live
 
     # starting ----------------------------------------------------------------------------
-    async def start(self, session: Session, message: str,
-                    client_tools: list[dict[str, Any]] | None = None) -> tuple[str, Subscription]:
+    async def start(self, session: Session, message: str, client_tools: list[dict[str, Any]] | None = None, *,
+                    attachments: Sequence[Attachment] = ()) -> tuple[str, Subscription]:
         """Start a turn; return its id and a subscription that has every event from the
         first. Raises ``TurnConflictError`` when the session has an open turn (after making
         sure its process is alive: a dead one's turn is taken over, or ended, first),
         ``Overloaded`` when the turn could not be admitted in time, ``ShuttingDown`` while the
         server stops."""
         try:
-            return await self._start(session, message, client_tools)
+            return await self._start(session, message, client_tools, attachments)
         except TurnConflictError as exc:
             if exc.turn_id not in await self.sweep():
                 raise
-            return await self._start(session, message, client_tools)  # ended there (interrupt mode)
+            return await self._start(session, message, client_tools, attachments)  # ended there (interrupt mode)
 
-    async def _start(self, session: Session, message: str,
-                     client_tools: list[dict[str, Any]] | None) -> tuple[str, Subscription]:
+    async def _start(self, session: Session, message: str, client_tools: list[dict[str, Any]] | None,
+                     attachments: Sequence[Attachment]) -> tuple[str, Subscription]:
         if self.draining:
             raise ShuttingDown()
         await self.admission.admit()
@@ -135,7 +137,8 @@ class TurnManager:
 
         runner = TurnRunner(config, self.store, on_event=on_event)
         live = _Live(runner, session.id)
-        task = self._spawn(live, runner.run(session.id, message, client_tools=client_tools))
+        task = self._spawn(live, runner.run(session.id, message, client_tools=client_tools,
+                                            attachments=attachments))
 
         def on_done(t: asyncio.Task[None]) -> None:
             self.admission.release()
@@ -268,6 +271,24 @@ class TurnManager:
             if tid and self._live.get(tid) is live:
                 del self._live[tid]
             live.done.set()
+            ended = runner.turn
+            if ended is not None and ended.status != "awaiting_client" and not live.abandoned and not self.draining:
+                self._next = asyncio.create_task(self._start_queued(live.session_id))
+
+    async def _start_queued(self, session_id: str) -> None:
+        """The turn of the session ended: the messages queued while it ran and not given to it
+        (``queued_messages=next_turn``, or sent during its last step) start the next turn."""
+        try:
+            queued = await self.store.take_queued(session_id)
+            session = await self.store.get_session(session_id) if queued else None
+            if session is None:
+                return
+            text = "\n\n".join(m.text for m in queued if m.text)
+            refs = [a for m in queued for a in m.attachments]
+            _, sub = await self.start(session, text, attachments=refs)
+            sub.close()
+        except Exception:
+            log.exception("session %s: the queued messages could not start the next turn", session_id)
 
     async def _safety_net(self, live: _Live, error: BaseException | None) -> None:
         tid = live.runner.turn_id

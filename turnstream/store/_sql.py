@@ -57,7 +57,10 @@ def migrations(dialect: Dialect) -> list[Migration]:
     """The numbered migrations for one dialect, in order.
 
     ``NNNN_name.sql`` serves both dialects; ``NNNN_name.<dialect>.sql`` is one dialect's
-    variant and wins over a shared file of the same number.
+    variant and wins over a shared file of the same number. Numbers may have gaps (each line
+    of work gets its own number before the others have landed): a database applies every
+    migration it has not had yet, in rising order, so those that fill a gap later are
+    applied after higher ones, and must not depend on them.
     """
     chosen: dict[int, tuple[bool, Migration]] = {}
     for entry in resources.files(__package__).joinpath("migrations").iterdir():
@@ -71,9 +74,8 @@ def migrations(dialect: Dialect) -> list[Migration]:
             raise StoreError(f"two migrations numbered {version:04d} for {dialect}")
         chosen[version] = (specific, Migration(version, m[2], entry.read_text(encoding="utf-8")))
     found = [mig for _, mig in sorted(chosen.values(), key=lambda c: c[1].version)]
-    if [mig.version for mig in found] != list(range(1, len(found) + 1)):
-        numbers = [mig.version for mig in found]
-        raise StoreError(f"migrations for {dialect} are not numbered 1, 2, 3…: {numbers}")
+    if not found or found[0].version != 1:
+        raise StoreError(f"migrations for {dialect} do not begin with 0001: {[mig.version for mig in found]}")
     return found
 
 
@@ -89,14 +91,19 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 
 
 # Column lists shared by both dialects, so that the row helpers below read rows of either.
-SESSION_COLS = "id, user_id, title, model, toolset, created_at"
+SESSION_COLS = "id, user_id, title, model, toolset, created_at, agents, current_agent"
 TURN_COLS = "id, session_id, input, status, stop_reason, usage, steps, model, error, created_at"
 OPEN_STATUSES = ("running", "awaiting_client")
 
 
 def session_from_row(row: Sequence[Any]) -> Session:
     return Session(id=row[0], user_id=row[1], title=row[2], model=row[3], toolset=row[4],
-                   created_at=row[5])
+                   created_at=row[5], agents=None if row[6] is None else orjson.loads(row[6]), current_agent=row[7])
+
+
+def agents_json(agents: list[dict[str, Any]] | None) -> str | None:
+    """The sessions.agents column: the agents' configuration as JSON text."""
+    return None if agents is None else orjson.dumps(agents).decode()
 
 
 def usage_to_json(usage: Usage, step_usage: Sequence[Usage] = ()) -> str:

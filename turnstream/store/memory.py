@@ -12,14 +12,18 @@ from typing import Any
 
 import orjson
 
-from ..blocks import Block, Session, ToolResultBlock, Turn, TurnStatus, TurnStopReason, Usage
+from ..blocks import Attachment, Block, Session, ToolResultBlock, Turn, TurnStatus, TurnStopReason, Usage
 from ..errors import AlreadyExists, NotFound, SeqConflictError, TurnConflictError, TurnTakenOver, UserExists
 from .keys import hash_key, new_key
 from .protocol import (
     NotebookFile,
+    QueuedMessage,
+    Spend,
     StoredEvent,
     ToolCallRecord,
     ToolCallStart,
+    ToolDecision,
+    ToolGrant,
     User,
     check_files_total,
     check_pending,
@@ -47,7 +51,14 @@ class MemoryStore:
         """turn id -> runner that last set it running"""
         self._notebooks: dict[str, tuple[int, dict[str, Any]]] = {}
         self._calls: dict[str, dict[str, ToolCallRecord]] = {}
+        self._decisions: dict[str, dict[str, ToolDecision]] = {}
+        self._grants: dict[str, dict[str, ToolGrant]] = {}
+        self._spend: dict[str, Spend] = {}
+        self._charged: set[tuple[str, int]] = set()
         self._files: dict[str, dict[str, tuple[NotebookFile, bytes]]] = {}
+        self._blobs: dict[str, bytes] = {}
+        self._queued: dict[str, list[QueuedMessage]] = {}
+        self._queued_ids = 0
         self._lock = asyncio.Lock()
 
     async def open(self) -> None:
@@ -71,12 +82,13 @@ class MemoryStore:
 
     async def create_session(
         self, user_id: str, *, title: str = "", model: str = "", toolset: str | None = None,
-        session_id: str | None = None,
+        session_id: str | None = None, agents: list[dict[str, Any]] | None = None,
+        current_agent: str | None = None,
     ) -> Session:
         if session_id is not None and session_id in self._sessions:
             raise AlreadyExists(f"session {session_id} already exists")
         s = Session(id=session_id or new_id("ses"), user_id=user_id, title=title, model=model,
-                    toolset=toolset, created_at=time.time())
+                    toolset=toolset, created_at=time.time(), agents=agents, current_agent=current_agent)
         self._sessions[s.id] = s
         self._session_turns[s.id] = []
         return s
@@ -92,6 +104,13 @@ class MemoryStore:
     async def list_sessions(self, user_id: str) -> list[Session]:
         return [s.model_copy() for s in self._sessions.values() if s.user_id == user_id]
 
+    async def set_current_agent(self, session_id: str, name: str) -> bool:
+        s = self._sessions.get(session_id)
+        if s is None:
+            return False
+        s.current_agent = name
+        return True
+
     async def rename_session(self, session_id: str, title: str) -> bool:
         s = self._sessions.get(session_id)
         if s is None:
@@ -104,11 +123,14 @@ class MemoryStore:
             return False
         self._notebooks.pop(session_id, None)
         self._files.pop(session_id, None)
+        self._queued.pop(session_id, None)
+        self._grants.pop(session_id, None)
         for tid in self._session_turns.pop(session_id, []):
             self._turns.pop(tid, None)
             self._events.pop(tid, None)
             self._runner.pop(tid, None)
             self._calls.pop(tid, None)
+            self._decisions.pop(tid, None)
         return True
 
     async def create_turn(
@@ -269,6 +291,42 @@ class MemoryStore:
     async def tool_calls(self, turn_id: str) -> list[ToolCallRecord]:
         return [replace(r) for r in self._calls.get(turn_id, {}).values()]
 
+    async def record_tool_decisions(self, turn_id: str, decisions: Sequence[ToolDecision]) -> None:
+        self._turn(turn_id)
+        kept = self._decisions.setdefault(turn_id, {})
+        for d in decisions:
+            kept.pop(d.tool_use_id, None)  # a replaced decision moves to the end, as a new row would
+            kept[d.tool_use_id] = d
+
+    async def tool_decisions(self, turn_id: str) -> list[ToolDecision]:
+        return sorted(self._decisions.get(turn_id, {}).values(), key=lambda d: d.decided_at)
+
+    async def grant_tool(self, session_id: str, tool: str, granted_by: str) -> None:
+        if session_id not in self._sessions:
+            raise NotFound("session", f"session {session_id} not found")
+        self._grants.setdefault(session_id, {}).setdefault(tool, ToolGrant(tool, granted_by, time.time()))
+
+    async def tool_grants(self, session_id: str) -> list[ToolGrant]:
+        return sorted(self._grants.get(session_id, {}).values(), key=lambda g: g.tool)
+    async def charge_step(self, turn_id: str, step: int, scopes: Sequence[str], tokens: int,
+                          nano_usd: int) -> dict[str, Spend] | None:
+        self._turn(turn_id)
+        if (turn_id, step) in self._charged:
+            return None
+        self._charged.add((turn_id, step))
+        for scope in scopes:
+            old = self._spend.get(scope, Spend())
+            self._spend[scope] = replace(old, tokens=old.tokens + tokens, nano_usd=old.nano_usd + nano_usd)
+        return {scope: self._spend[scope] for scope in scopes}
+
+    async def budget_spend(self, scopes: Sequence[str]) -> dict[str, Spend]:
+        return {scope: self._spend.get(scope, Spend()) for scope in scopes}
+
+    async def grant_budget(self, scope: str, tokens: int, nano_usd: int) -> None:
+        old = self._spend.get(scope, Spend())
+        self._spend[scope] = replace(old, granted_tokens=old.granted_tokens + tokens,
+                                     granted_nano_usd=old.granted_nano_usd + nano_usd)
+
     async def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:
         if session_id not in self._sessions:
             raise NotFound("session", f"session {session_id} not found")
@@ -304,3 +362,23 @@ class MemoryStore:
 
     async def delete_notebook_file(self, session_id: str, name: str) -> bool:
         return self._files.get(session_id, {}).pop(name, None) is not None
+
+    async def put_blob(self, data: bytes, media_type: str) -> str:
+        sha = hashlib.sha256(data).hexdigest()
+        self._blobs.setdefault(sha, bytes(data))
+        return sha
+
+    async def get_blobs(self, hashes: Collection[str]) -> dict[str, bytes]:
+        return {h: self._blobs[h] for h in hashes if h in self._blobs}
+
+    async def queue_message(self, session_id: str, text: str,
+                            attachments: Sequence[Attachment] = ()) -> QueuedMessage | None:
+        if not any(self._turns[t].status == "running" for t in self._session_turns.get(session_id, [])):
+            return None
+        self._queued_ids += 1
+        msg = QueuedMessage(self._queued_ids, session_id, text, [a.model_copy() for a in attachments], time.time())
+        self._queued.setdefault(session_id, []).append(msg)
+        return replace(msg, attachments=list(msg.attachments))
+
+    async def take_queued(self, session_id: str) -> list[QueuedMessage]:
+        return self._queued.pop(session_id, [])

@@ -50,7 +50,17 @@ import asyncpg
 import orjson
 from asyncpg.exceptions import ForeignKeyViolationError, UniqueViolationError
 
-from ..blocks import BLOCKS_ADAPTER, Block, Session, ToolResultBlock, Turn, TurnStatus, TurnStopReason, Usage
+from ..blocks import (
+    BLOCKS_ADAPTER,
+    Attachment,
+    Block,
+    Session,
+    ToolResultBlock,
+    Turn,
+    TurnStatus,
+    TurnStopReason,
+    Usage,
+)
 from ..errors import (
     AlreadyExists,
     InvalidValue,
@@ -66,6 +76,7 @@ from ._sql import (
     SCHEMA_MIGRATIONS,
     SESSION_COLS,
     TURN_COLS,
+    agents_json,
     block_row,
     dumps,
     event_from_row,
@@ -78,9 +89,13 @@ from .keys import hash_key, new_key
 from .pg import ALIVE, LivenessLock, _Lease, _Pool
 from .protocol import (
     NotebookFile,
+    QueuedMessage,
+    Spend,
     StoredEvent,
     ToolCallRecord,
     ToolCallStart,
+    ToolDecision,
+    ToolGrant,
     User,
     check_files_total,
     check_pending,
@@ -233,13 +248,15 @@ class PostgresStore:
     # sessions --------------------------------------------------------------
     async def create_session(
         self, user_id: str, *, title: str = "", model: str = "", toolset: str | None = None,
-        session_id: str | None = None,
+        session_id: str | None = None, agents: list[dict[str, Any]] | None = None,
+        current_agent: str | None = None,
     ) -> Session:
         s = Session(id=session_id or _new_id("ses"), user_id=user_id, title=title, model=model,
-                    toolset=toolset, created_at=time.time())
+                    toolset=toolset, created_at=time.time(), agents=agents, current_agent=current_agent)
         try:
-            await self._count(f"INSERT INTO sessions ({SESSION_COLS}) VALUES ($1, $2, $3, $4, $5, $6)",
-                              s.id, s.user_id, s.title, s.model, s.toolset, s.created_at)
+            await self._count(f"INSERT INTO sessions ({SESSION_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                              s.id, s.user_id, s.title, s.model, s.toolset, s.created_at, agents_json(agents),
+                              current_agent)
         except UniqueViolationError:
             raise AlreadyExists(f"session {s.id} already exists") from None
         return s
@@ -256,6 +273,9 @@ class PostgresStore:
     async def list_sessions(self, user_id: str) -> list[Session]:
         rows = await self._all(f"SELECT {SESSION_COLS} FROM sessions WHERE user_id = $1 ORDER BY ord", user_id)
         return [session_from_row(r) for r in rows]
+
+    async def set_current_agent(self, session_id: str, name: str) -> bool:
+        return await self._count("UPDATE sessions SET current_agent = $1 WHERE id = $2", name, session_id) == 1
 
     async def rename_session(self, session_id: str, title: str) -> bool:
         return await self._count("UPDATE sessions SET title = $1 WHERE id = $2", title, session_id) == 1
@@ -524,6 +544,78 @@ class PostgresStore:
                                " is_error FROM tool_calls WHERE turn_id = $1 ORDER BY started_at", turn_id)
         return [ToolCallRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]) for r in rows]
 
+    # the audit trail ----------------------------------------------------------
+    async def record_tool_decisions(self, turn_id: str, decisions: Sequence[ToolDecision]) -> None:
+        try:
+            async with self._conn() as conn:
+                await conn.executemany(
+                    "INSERT INTO tool_decisions (turn_id, tool_use_id, tool, approved, source, decided_by, decided_at,"
+                    " reason, always) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+                    " ON CONFLICT (turn_id, tool_use_id) DO UPDATE SET tool = excluded.tool,"
+                    " approved = excluded.approved, source = excluded.source, decided_by = excluded.decided_by,"
+                    " decided_at = excluded.decided_at, reason = excluded.reason, always = excluded.always",
+                    [(turn_id, d.tool_use_id, d.tool, d.approved, d.source, d.decided_by, d.decided_at, d.reason,
+                      d.always) for d in decisions])
+        except ForeignKeyViolationError:
+            raise NotFound("turn", f"turn {turn_id} not found") from None
+
+    async def tool_decisions(self, turn_id: str) -> list[ToolDecision]:
+        rows = await self._all("SELECT tool_use_id, tool, approved, source, decided_by, decided_at, reason, always"
+                               " FROM tool_decisions WHERE turn_id = $1 ORDER BY decided_at", turn_id)
+        return [ToolDecision(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]) for r in rows]
+
+    async def grant_tool(self, session_id: str, tool: str, granted_by: str) -> None:
+        try:
+            async with self._conn() as conn:
+                await conn.execute("INSERT INTO tool_grants (session_id, tool, granted_by, granted_at)"
+                                   " VALUES ($1, $2, $3, $4) ON CONFLICT (session_id, tool) DO NOTHING",
+                                   session_id, tool, granted_by, time.time())
+        except ForeignKeyViolationError:
+            raise NotFound("session", f"session {session_id} not found") from None
+
+    async def tool_grants(self, session_id: str) -> list[ToolGrant]:
+        rows = await self._all("SELECT tool, granted_by, granted_at FROM tool_grants WHERE session_id = $1"
+                               " ORDER BY tool", session_id)
+        return [ToolGrant(r[0], r[1], r[2]) for r in rows]
+    # budgets ---------------------------------------------------------------
+    async def charge_step(self, turn_id: str, step: int, scopes: Sequence[str], tokens: int,
+                          nano_usd: int) -> dict[str, Spend] | None:
+        now = time.time()
+        try:
+            async with self._conn() as conn, conn.transaction():
+                done = await conn.fetchrow(
+                    "INSERT INTO budget_charges (turn_id, step, tokens, nano_usd) VALUES ($1, $2, $3, $4)"
+                    " ON CONFLICT DO NOTHING RETURNING step", turn_id, step, tokens, nano_usd)
+                if done is None:
+                    return None
+                out: dict[str, Spend] = {}
+                for scope in sorted(scopes):  # one row-locking statement each, in one order: none lost, no deadlock
+                    row = await conn.fetchrow(
+                        "INSERT INTO budget_counters (scope, tokens, nano_usd, updated_at) VALUES ($1, $2, $3, $4)"
+                        " ON CONFLICT (scope) DO UPDATE SET tokens = budget_counters.tokens + excluded.tokens,"
+                        " nano_usd = budget_counters.nano_usd + excluded.nano_usd, updated_at = excluded.updated_at"
+                        " RETURNING tokens, nano_usd, granted_tokens, granted_nano_usd", scope, tokens, nano_usd, now)
+                    assert row is not None
+                    out[scope] = Spend(row[0], row[1], row[2], row[3])
+                return out
+        except ForeignKeyViolationError:
+            raise NotFound("turn", f"turn {turn_id} not found") from None
+
+    async def budget_spend(self, scopes: Sequence[str]) -> dict[str, Spend]:
+        rows = await self._all("SELECT scope, tokens, nano_usd, granted_tokens, granted_nano_usd FROM budget_counters"
+                               " WHERE scope = ANY($1::text[])", list(scopes))
+        found = {r[0]: Spend(r[1], r[2], r[3], r[4]) for r in rows}
+        return {scope: found.get(scope, Spend()) for scope in scopes}
+
+    async def grant_budget(self, scope: str, tokens: int, nano_usd: int) -> None:
+        async with self._conn() as conn:
+            await conn.execute(
+                "INSERT INTO budget_counters (scope, granted_tokens, granted_nano_usd, updated_at)"
+                " VALUES ($1, $2, $3, $4) ON CONFLICT (scope) DO UPDATE SET"
+                " granted_tokens = budget_counters.granted_tokens + excluded.granted_tokens,"
+                " granted_nano_usd = budget_counters.granted_nano_usd + excluded.granted_nano_usd,"
+                " updated_at = excluded.updated_at", scope, tokens, nano_usd, time.time())
+
     # notebooks -------------------------------------------------------------
     async def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:
         try:
@@ -577,3 +669,39 @@ class PostgresStore:
     async def delete_notebook_file(self, session_id: str, name: str) -> bool:
         return await self._count("DELETE FROM notebook_files WHERE session_id = $1 AND name = $2",
                                  session_id, name) == 1
+
+    async def put_blob(self, data: bytes, media_type: str) -> str:
+        sha = hashlib.sha256(data).hexdigest()
+        async with self._conn() as conn:
+            await conn.execute("INSERT INTO blobs (sha256, media_type, size, data, created_at)"
+                               " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (sha256) DO NOTHING",
+                               sha, media_type, len(data), data, time.time())
+        return sha
+
+    async def get_blobs(self, hashes: Collection[str]) -> dict[str, bytes]:
+        wanted = list(dict.fromkeys(hashes))
+        if not wanted:
+            return {}
+        rows = await self._all("SELECT sha256, data FROM blobs WHERE sha256 = ANY($1::text[])", wanted)
+        return {r[0]: bytes(r[1]) for r in rows}
+
+    async def queue_message(self, session_id: str, text: str,
+                            attachments: Sequence[Attachment] = ()) -> QueuedMessage | None:
+        now = time.time()
+        refs = [a.model_dump(mode="json") for a in attachments]
+        async with self._conn() as conn, conn.transaction():
+            # The share lock holds the running turn's row until this commits: the turn cannot
+            # end (and its runner look for queued messages) between the check and the insert.
+            if await conn.fetchval("SELECT 1 FROM turns WHERE session_id = $1 AND status = 'running' FOR SHARE",
+                                   session_id) is None:
+                return None
+            qid = await conn.fetchval("INSERT INTO queued_messages (session_id, text, attachments, created_at)"
+                                      " VALUES ($1, $2, $3::json, $4) RETURNING id", session_id, text, dumps(refs), now)
+        return QueuedMessage(int(qid), session_id, text, [a.model_copy() for a in attachments], now)
+
+    async def take_queued(self, session_id: str) -> list[QueuedMessage]:
+        rows = await self._all("DELETE FROM queued_messages WHERE session_id = $1"
+                               " RETURNING id, text, attachments, created_at", session_id)
+        return [QueuedMessage(int(r[0]), session_id, r[1],
+                              [Attachment.model_validate(a) for a in orjson.loads(r[2])], r[3])
+                for r in sorted(rows, key=lambda r: int(r[0]))]

@@ -23,6 +23,9 @@ every backend. What the runtime relies on:
   ``step_restart`` event tells a replaying client to drop them, as it told live clients.
 * A turn id or session id that does not exist raises ``KeyError`` on writes and gives
   ``None`` / ``[]`` / ``0`` on reads.
+
+Why one module of this size: the contract is one decision, read by three backends and one
+contract suite; splitting its methods across files would hide which of them a backend owes.
 * At most one turn per session is ``running`` or ``awaiting_client``; a write that would
   break this raises ``TurnConflictError``.
 * Only committed rows are published; the caller publishes after the call returns.
@@ -43,6 +46,15 @@ every backend. What the runtime relies on:
 * The tool-effect ledger: ``start_tool_calls`` records that server tool calls are about to
   run (with their idempotency keys; a restart counts an attempt); the write of a call's
   ``tool_result`` block records its end in the same transaction. ``tool_calls`` reads it.
+* The audit trail: ``record_tool_decisions`` keeps who approved or denied a call, when and
+  why (one row per call: a later decision on the same call replaces it); ``grant_tool``
+  keeps the tools a session always allows. Both go with their turn or session.
+* Budget counters (``charge_step``): a step's tokens and cost are added to the counters of
+  its scopes (``turn:…``, ``session:…``, ``user:…:YYYY-MM-DD``) exactly once per
+  ``(turn, step)``, atomically with the record that the step was charged, so that two
+  processes adding to one user's day lose nothing, and a step charged twice (a turn
+  taken over) counts once. Counters outlive their sessions: deleting a chat does not
+  give a user's day back.
 """
 
 from __future__ import annotations
@@ -51,7 +63,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from ..blocks import Block, Session, Turn, TurnStatus, TurnStopReason, Usage
+from ..blocks import Attachment, Block, Session, Turn, TurnStatus, TurnStopReason, Usage
 from ..errors import FileTooLarge, InvalidValue, SeqConflictError
 from ..events import StreamEvent, decode
 
@@ -71,6 +83,45 @@ class ToolCallStart:
     idempotency_key: str
 
 
+DecisionSource = Literal["user", "session_grant", "approver"]
+"""Who took a decision: a user answering the request, no one (the tool is always allowed in
+the session: ``decided_by`` is who granted it), or the library's approver callback."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDecision:
+    """The approval or denial of one call that needed approval (the audit trail)."""
+
+    tool_use_id: str
+    tool: str
+    approved: bool
+    source: DecisionSource
+    decided_by: str
+    decided_at: float
+    reason: str | None = None
+    always: bool = False
+    """This approval also allowed the tool for the rest of the session (``grant_tool``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolGrant:
+    """A tool a session always allows: who allowed it, and when."""
+
+    tool: str
+    granted_by: str
+    granted_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """One budget scope's counter: what was spent, and what the user allowed beyond its ceiling."""
+
+    tokens: int = 0
+    nano_usd: int = 0
+    granted_tokens: int = 0
+    granted_nano_usd: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class NotebookFile:
     """A stored data file of a session's notebook, without its bytes."""
@@ -80,6 +131,17 @@ class NotebookFile:
     sha256: str
     info: dict[str, Any]
     """What was read from it at upload (``notebook.files.FileInfo.to_dict()``)."""
+    created_at: float
+
+
+@dataclass(slots=True)
+class QueuedMessage:
+    """A message sent while a turn of its session ran, waiting for the runner's next step."""
+
+    id: int
+    session_id: str
+    text: str
+    attachments: list[Attachment]
     created_at: float
 
 
@@ -185,9 +247,15 @@ class Store(Protocol):
     # sessions --------------------------------------------------------------
     async def create_session(
         self, user_id: str, *, title: str = "", model: str = "", toolset: str | None = None,
-        session_id: str | None = None,
+        session_id: str | None = None, agents: list[dict[str, Any]] | None = None,
+        current_agent: str | None = None,
     ) -> Session:
-        """Create a session; ``ValueError`` if ``session_id`` is given and already taken."""
+        """Create a session; ``ValueError`` if ``session_id`` is given and already taken.
+        ``agents``: the configuration of a session of several agents (docs/agents.md)."""
+        ...
+
+    async def set_current_agent(self, session_id: str, name: str) -> bool:
+        """Record which agent answers the session's next message; False if there is no such session."""
         ...
 
     async def get_session(self, session_id: str, *, with_turns: bool = False) -> Session | None: ...
@@ -296,6 +364,41 @@ class Store(Protocol):
         """The turn's ledger, in the order the calls first started."""
         ...
 
+    # the audit trail ----------------------------------------------------------
+    async def record_tool_decisions(self, turn_id: str, decisions: Sequence[ToolDecision]) -> None:
+        """Keep the decisions taken on calls of a turn (one per call: a later one on the same
+        call replaces it). ``NotFound`` for an unknown turn."""
+        ...
+
+    async def tool_decisions(self, turn_id: str) -> list[ToolDecision]:
+        """The turn's decisions, oldest first."""
+        ...
+
+    async def grant_tool(self, session_id: str, tool: str, granted_by: str) -> None:
+        """Always allow ``tool`` in the session from now on (a second grant keeps the first).
+        ``NotFound`` for an unknown session."""
+        ...
+
+    async def tool_grants(self, session_id: str) -> list[ToolGrant]:
+        """The tools the session always allows, by name ([] for an unknown session)."""
+        ...
+
+    # budgets ---------------------------------------------------------------
+    async def charge_step(self, turn_id: str, step: int, scopes: Sequence[str], tokens: int,
+                          nano_usd: int) -> dict[str, Spend] | None:
+        """Add a step's spending to each scope's counter, once per ``(turn_id, step)``, and
+        return the counters after it; None (nothing added) when that step was charged before.
+        ``NotFound`` for an unknown turn."""
+        ...
+
+    async def budget_spend(self, scopes: Sequence[str]) -> dict[str, Spend]:
+        """The counters of these scopes (a scope never charged reads as zero)."""
+        ...
+
+    async def grant_budget(self, scope: str, tokens: int, nano_usd: int) -> None:
+        """Allow a scope this much more beyond its ceiling (added to what was granted)."""
+        ...
+
     # notebooks -------------------------------------------------------------
     async def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:
         """Store the session's notebook document; return its new version (1, 2, …).
@@ -328,4 +431,24 @@ class Store(Protocol):
 
     async def delete_notebook_file(self, session_id: str, name: str) -> bool:
         """Remove a data file; False if there was none."""
+        ...
+
+    # images and files, and messages queued while a turn runs -----------------------
+    async def put_blob(self, data: bytes, media_type: str) -> str:
+        """Store bytes once, by their SHA-256 (hex), which is returned; the same bytes again
+        store nothing."""
+        ...
+
+    async def get_blobs(self, hashes: Collection[str]) -> dict[str, bytes]:
+        """The stored bytes of each known hash (unknown ones are left out)."""
+        ...
+
+    async def queue_message(self, session_id: str, text: str,
+                            attachments: Sequence[Attachment] = ()) -> QueuedMessage | None:
+        """Queue a message for the session's running turn, atomically with the check that one
+        runs (status ``running``); None when none does (nothing is stored)."""
+        ...
+
+    async def take_queued(self, session_id: str) -> list[QueuedMessage]:
+        """Remove and return the session's queued messages, oldest first."""
         ...

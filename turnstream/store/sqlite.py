@@ -37,12 +37,13 @@ from typing import Any, NoReturn, TypeVar
 import orjson
 
 from ..aio import shielded
-from ..blocks import Block, Session, ToolResultBlock, Turn, TurnStatus, TurnStopReason, Usage
+from ..blocks import Attachment, Block, Session, ToolResultBlock, Turn, TurnStatus, TurnStopReason, Usage
 from ..errors import AlreadyExists, NotFound, SeqConflictError, StoreError, TurnConflictError, TurnTakenOver, UserExists
 from ._sql import (
     SCHEMA_MIGRATIONS,
     SESSION_COLS,
     TURN_COLS,
+    agents_json,
     block_row,
     dumps,
     event_from_row,
@@ -56,9 +57,13 @@ from .keys import hash_key, new_key
 from .liveness import FileLocks
 from .protocol import (
     NotebookFile,
+    QueuedMessage,
+    Spend,
     StoredEvent,
     ToolCallRecord,
     ToolCallStart,
+    ToolDecision,
+    ToolGrant,
     User,
     check_files_total,
     check_pending,
@@ -282,16 +287,18 @@ class SQLiteStore:
     # sessions --------------------------------------------------------------
     async def create_session(
         self, user_id: str, *, title: str = "", model: str = "", toolset: str | None = None,
-        session_id: str | None = None,
+        session_id: str | None = None, agents: list[dict[str, Any]] | None = None,
+        current_agent: str | None = None,
     ) -> Session:
         s = Session(id=session_id or _new_id("ses"), user_id=user_id, title=title, model=model,
-                    toolset=toolset, created_at=time.time())
+                    toolset=toolset, created_at=time.time(), agents=agents, current_agent=current_agent)
 
         def op(c: sqlite3.Connection) -> None:
             try:
                 with _write(c):
-                    c.execute(f"INSERT INTO sessions ({SESSION_COLS}) VALUES (?, ?, ?, ?, ?, ?)",
-                              (s.id, s.user_id, s.title, s.model, s.toolset, s.created_at))
+                    c.execute(f"INSERT INTO sessions ({SESSION_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                              (s.id, s.user_id, s.title, s.model, s.toolset, s.created_at, agents_json(agents),
+                               current_agent))
             except sqlite3.IntegrityError:
                 raise AlreadyExists(f"session {s.id} already exists") from None
 
@@ -315,6 +322,14 @@ class SQLiteStore:
         rows = await self._run(lambda c: c.execute(
             f"SELECT {SESSION_COLS} FROM sessions WHERE user_id = ? ORDER BY rowid", (user_id,)).fetchall())
         return [session_from_row(r) for r in rows]
+
+    async def set_current_agent(self, session_id: str, name: str) -> bool:
+        def op(c: sqlite3.Connection) -> bool:
+            with _write(c):
+                return c.execute("UPDATE sessions SET current_agent = ? WHERE id = ?",
+                                 (name, session_id)).rowcount == 1
+
+        return await self._run(op)
 
     async def rename_session(self, session_id: str, title: str) -> bool:
         def op(c: sqlite3.Connection) -> bool:
@@ -595,6 +610,90 @@ class SQLiteStore:
         return [ToolCallRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], None if r[7] is None else bool(r[7]))
                 for r in rows]
 
+    # the audit trail ----------------------------------------------------------
+    async def record_tool_decisions(self, turn_id: str, decisions: Sequence[ToolDecision]) -> None:
+        def op(c: sqlite3.Connection) -> None:
+            with _write(c):
+                if c.execute("SELECT 1 FROM turns WHERE id = ?", (turn_id,)).fetchone() is None:
+                    raise NotFound("turn", f"turn {turn_id} not found")
+                c.executemany(
+                    "INSERT OR REPLACE INTO tool_decisions (turn_id, tool_use_id, tool, approved, source, decided_by,"
+                    " decided_at, reason, always) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(turn_id, d.tool_use_id, d.tool, int(d.approved), d.source, d.decided_by, d.decided_at,
+                      d.reason, int(d.always)) for d in decisions])
+
+        await self._run(op)
+
+    async def tool_decisions(self, turn_id: str) -> list[ToolDecision]:
+        rows = await self._run(lambda c: c.execute(
+            "SELECT tool_use_id, tool, approved, source, decided_by, decided_at, reason, always"
+            " FROM tool_decisions WHERE turn_id = ? ORDER BY decided_at, rowid", (turn_id,)).fetchall())
+        return [ToolDecision(r[0], r[1], bool(r[2]), r[3], r[4], r[5], r[6], bool(r[7])) for r in rows]
+
+    async def grant_tool(self, session_id: str, tool: str, granted_by: str) -> None:
+        now = time.time()
+
+        def op(c: sqlite3.Connection) -> None:
+            with _write(c):
+                if c.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+                    raise NotFound("session", f"session {session_id} not found")
+                c.execute("INSERT INTO tool_grants (session_id, tool, granted_by, granted_at) VALUES (?, ?, ?, ?)"
+                          " ON CONFLICT (session_id, tool) DO NOTHING", (session_id, tool, granted_by, now))
+
+        await self._run(op)
+
+    async def tool_grants(self, session_id: str) -> list[ToolGrant]:
+        rows = await self._run(lambda c: c.execute(
+            "SELECT tool, granted_by, granted_at FROM tool_grants WHERE session_id = ? ORDER BY tool",
+            (session_id,)).fetchall())
+        return [ToolGrant(r[0], r[1], r[2]) for r in rows]
+
+    # budgets ---------------------------------------------------------------
+    async def charge_step(self, turn_id: str, step: int, scopes: Sequence[str], tokens: int,
+                          nano_usd: int) -> dict[str, Spend] | None:
+        now = time.time()
+
+        def op(c: sqlite3.Connection) -> dict[str, Spend] | None:
+            with _write(c):
+                if c.execute("SELECT 1 FROM turns WHERE id = ?", (turn_id,)).fetchone() is None:
+                    raise NotFound("turn", f"turn {turn_id} not found")
+                if c.execute("INSERT INTO budget_charges (turn_id, step, tokens, nano_usd) VALUES (?, ?, ?, ?)"
+                             " ON CONFLICT DO NOTHING", (turn_id, step, tokens, nano_usd)).rowcount == 0:
+                    return None
+                out: dict[str, Spend] = {}
+                for scope in scopes:
+                    row = c.execute(
+                        "INSERT INTO budget_counters (scope, tokens, nano_usd, updated_at) VALUES (?1, ?2, ?3, ?4)"
+                        " ON CONFLICT (scope) DO UPDATE SET tokens = tokens + ?2, nano_usd = nano_usd + ?3,"
+                        " updated_at = ?4 RETURNING tokens, nano_usd, granted_tokens, granted_nano_usd",
+                        (scope, tokens, nano_usd, now)).fetchone()
+                    out[scope] = Spend(*row)
+                return out
+
+        return await self._run(op)
+
+    async def budget_spend(self, scopes: Sequence[str]) -> dict[str, Spend]:
+        def op(c: sqlite3.Connection) -> dict[str, Spend]:
+            marks = ", ".join("?" * len(scopes))
+            rows = c.execute(f"SELECT scope, tokens, nano_usd, granted_tokens, granted_nano_usd"
+                             f" FROM budget_counters WHERE scope IN ({marks})", tuple(scopes)).fetchall()
+            found = {r[0]: Spend(*r[1:]) for r in rows}
+            return {scope: found.get(scope, Spend()) for scope in scopes}
+
+        return await self._run(op)
+
+    async def grant_budget(self, scope: str, tokens: int, nano_usd: int) -> None:
+        now = time.time()
+
+        def op(c: sqlite3.Connection) -> None:
+            with _write(c):
+                c.execute("INSERT INTO budget_counters (scope, granted_tokens, granted_nano_usd, updated_at)"
+                          " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (scope) DO UPDATE SET"
+                          " granted_tokens = granted_tokens + ?2, granted_nano_usd = granted_nano_usd + ?3,"
+                          " updated_at = ?4", (scope, tokens, nano_usd, now))
+
+        await self._run(op)
+
     # notebooks -------------------------------------------------------------
     async def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:
         text = dumps(doc)
@@ -656,3 +755,52 @@ class SQLiteStore:
                                  (session_id, name)).rowcount == 1
 
         return await self._run(op)
+
+    async def put_blob(self, data: bytes, media_type: str) -> str:
+        sha = hashlib.sha256(data).hexdigest()
+
+        def op(c: sqlite3.Connection) -> None:
+            with _write(c):
+                c.execute("INSERT INTO blobs (sha256, media_type, size, data, created_at) VALUES (?, ?, ?, ?, ?)"
+                          " ON CONFLICT (sha256) DO NOTHING", (sha, media_type, len(data), data, time.time()))
+
+        await self._run(op)
+        return sha
+
+    async def get_blobs(self, hashes: Collection[str]) -> dict[str, bytes]:
+        wanted = list(dict.fromkeys(hashes))
+        if not wanted:
+            return {}
+        marks = ", ".join("?" * len(wanted))
+        rows = await self._run(lambda c: c.execute(f"SELECT sha256, data FROM blobs WHERE sha256 IN ({marks})",
+                                                   wanted).fetchall())
+        return {r[0]: bytes(r[1]) for r in rows}
+
+    async def queue_message(self, session_id: str, text: str,
+                            attachments: Sequence[Attachment] = ()) -> QueuedMessage | None:
+        now = time.time()
+        refs = [a.model_dump(mode="json") for a in attachments]
+
+        def op(c: sqlite3.Connection) -> int | None:
+            with _write(c):  # one writer at a time: the turn cannot end between the check and the insert
+                if c.execute("SELECT 1 FROM turns WHERE session_id = ? AND status = 'running'",
+                             (session_id,)).fetchone() is None:
+                    return None
+                cur = c.execute("INSERT INTO queued_messages (session_id, text, attachments, created_at)"
+                                " VALUES (?, ?, ?, ?)", (session_id, text, dumps(refs), now))
+                return cur.lastrowid
+
+        qid = await self._run(op)
+        if qid is None:
+            return None
+        return QueuedMessage(qid, session_id, text, [a.model_copy() for a in attachments], now)
+
+    async def take_queued(self, session_id: str) -> list[QueuedMessage]:
+        def op(c: sqlite3.Connection) -> list[Any]:
+            with _write(c):
+                return c.execute("DELETE FROM queued_messages WHERE session_id = ?"
+                                 " RETURNING id, text, attachments, created_at", (session_id,)).fetchall()
+
+        rows = sorted(await self._run(op))
+        return [QueuedMessage(r[0], session_id, r[1], [Attachment.model_validate(a) for a in orjson.loads(r[2])],
+                              r[3]) for r in rows]

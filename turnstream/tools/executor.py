@@ -11,21 +11,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 from pydantic import BaseModel
 
 from ..blocks import ToolUseBlock
-from ..errors import ToolError
+from ..content import FilePart, ImagePart, MediaPart
+from ..errors import InputNeeded, ToolError
+from ..store.protocol import ToolDecision, ToolGrant
 from .tool import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from ..telemetry.otel import Telemetry
 
 log = logging.getLogger("turnstream.tools")
 
-Approver = Callable[[ToolUseBlock, Tool], Awaitable[bool]]
-"""Asked inline before a ``requires_approval`` tool runs; False denies the call."""
+Approver = Callable[[ToolUseBlock, Tool], Awaitable[bool | Literal["always"]]]
+"""Asked inline before a ``requires_approval`` tool runs; False denies the call, ``"always"``
+allows it and every later call of the tool in the session (a grant the runner stores)."""
 
 EXPECTED_REFUSALS: tuple[type[Exception], ...] = (ToolError, FileNotFoundError, IsADirectoryError,
                                                  NotADirectoryError)
@@ -41,10 +48,20 @@ class Outcome:
     """What became of one call: a result now, or a wait for the client."""
 
     call: ToolUseBlock
-    kind: Literal["result", "client", "approval"]
+    kind: Literal["result", "client", "approval", "input"]
     content: str = ""
     is_error: bool = False
     tool: Tool | None = None
+    ask: dict[str, Any] | None = None
+    """``input``: what the tool asks the user (``InputNeeded.request()``)."""
+    answer: dict[str, Any] | None = None
+    """The user's answer to what this call asked before, handed to the tool (``ToolContext.answer``)."""
+    images: list[MediaPart] = field(default_factory=list)
+    """Images the tool returned besides its text (``ImagePart`` values), stored by the loop."""
+    decision: ToolDecision | None = None
+    """Taken here without asking the client (a session grant, the approver): for the audit trail."""
+    error_type: str | None = None
+    """Why a call that ran failed: the exception's class name, ``timeout`` or ``invalid_arguments``."""
 
 
 def idempotency_key(turn_id: str, tool_use_id: str) -> str:
@@ -54,6 +71,18 @@ def idempotency_key(turn_id: str, tool_use_id: str) -> str:
 
 def format_seconds(s: float) -> str:
     return f"{int(s)}s" if float(s).is_integer() else f"{s:g}s"
+
+
+def split_images(value: Any) -> tuple[Any, list[MediaPart]]:
+    """A return value without its images: an ``ImagePart``, or a list or tuple holding some
+    (the rest of the list is the text), gives them apart."""
+    if isinstance(value, ImagePart | FilePart):
+        return "", [value]
+    if isinstance(value, list | tuple) and any(isinstance(v, ImagePart | FilePart) for v in value):
+        rest = [v for v in value if not isinstance(v, ImagePart | FilePart)]
+        text = "\n".join(v if isinstance(v, str) else to_text(v) for v in rest)
+        return text, [v for v in value if isinstance(v, ImagePart | FilePart)]
+    return value, []
 
 
 def to_text(value: Any) -> str:
@@ -77,7 +106,8 @@ def truncate(text: str, limit: int) -> str:
 class ToolExecutor:
     def __init__(self, tools: Mapping[str, Tool], *, max_result_chars: int = 100_000,
                  approver: Approver | None = None, deps: dict[str, Any] | None = None,
-                 on_start: Callable[[list[Outcome]], Awaitable[None]] | None = None) -> None:
+                 on_start: Callable[[list[Outcome]], Awaitable[None]] | None = None,
+                 telemetry: Telemetry | None = None) -> None:
         self.tools = tools
         self.max_result_chars = max_result_chars
         self.approver = approver
@@ -85,6 +115,10 @@ class ToolExecutor:
         self.on_start = on_start
         """Called with the calls about to run, before any starts (the runner records them
         in the tool-effect ledger)."""
+        self.telemetry = telemetry
+        """Each call that runs gets an ``execute_tool`` span (telemetry on only)."""
+        self.grants: Mapping[str, ToolGrant] = {}
+        """The tools the session always allows, by name: their calls run without asking."""
         self.cancel_notes: dict[str, str] = {}
         """tool_use_id -> the result a call cancelled while it ran asked for (``ToolContext.cancel_note``)."""
 
@@ -105,10 +139,21 @@ class ToolExecutor:
         if tool.executor == "client":
             return Outcome(call, "client", tool=tool)
         if tool.requires_approval:
+            grant = self.grants.get(call.name)
+            if grant is not None:
+                return Outcome(call, "result", tool=tool, decision=ToolDecision(
+                    call.tool_use_id, call.name, True, "session_grant", grant.granted_by, time.time()))
             if self.approver is None:
                 return Outcome(call, "approval", tool=tool)
-            if not await self.approver(call, tool):
-                return Outcome(call, "result", DENIED, True, tool=tool)
+            answer = await self.approver(call, tool)
+            ok, now = answer is True or answer == "always", time.time()
+            decision = ToolDecision(call.tool_use_id, call.name, ok, "approver", "approver", now,
+                                    always=answer == "always")
+            if decision.always:  # the step's next calls of this tool run without asking
+                self.grants = {**self.grants, call.name: ToolGrant(call.name, "approver", now)}
+            if not ok:
+                return Outcome(call, "result", DENIED, True, tool=tool, decision=decision)
+            return Outcome(call, "result", tool=tool, decision=decision)
         return Outcome(call, "result", tool=tool)  # to run
 
     async def run(self, outcomes: list[Outcome], *, session_id: str, turn_id: str) -> None:
@@ -136,17 +181,27 @@ class ToolExecutor:
                 tg.create_task(run_in_order())
 
     async def _run_one(self, o: Outcome, session_id: str, turn_id: str) -> None:
+        if self.telemetry is None:
+            await self._call(o, session_id, turn_id)
+            return
+        assert o.tool is not None
+        with self.telemetry.execute_tool(o.call, o.tool) as span:
+            await self._call(o, session_id, turn_id)
+            span.done(o.content, o.is_error, o.error_type)
+
+    async def _call(self, o: Outcome, session_id: str, turn_id: str) -> None:
         tool = o.tool
         assert tool is not None and tool.fn is not None
         try:
             args = tool.validate(o.call.input)
         except ValueError as exc:
-            o.content, o.is_error = str(exc), True
+            o.content, o.is_error, o.error_type = str(exc), True, "invalid_arguments"
             return
         ctx = None
         if tool.context_param:
             ctx = args[tool.context_param] = ToolContext(session_id, turn_id, o.call.tool_use_id, self.deps,
-                                                         idempotency_key(turn_id, o.call.tool_use_id))
+                                                         idempotency_key(turn_id, o.call.tool_use_id),
+                                                         answer=o.answer, telemetry=self.telemetry)
         fn = tool.fn
         deadline = asyncio.timeout(tool.timeout)
         try:
@@ -155,16 +210,20 @@ class ToolExecutor:
                     value = await fn(**args)
                 else:  # a sync tool runs in a worker thread; on time-out or cancel it is left to finish
                     value = await asyncio.to_thread(fn, **args)
+                value, o.images = split_images(value)
                 o.content = truncate(to_text(value), self.max_result_chars)
         except asyncio.CancelledError:
             if ctx is not None and ctx.cancel_note:
                 self.cancel_notes[o.call.tool_use_id] = ctx.cancel_note
             raise
+        except InputNeeded as exc:  # the turn pauses until the user answers
+            o.kind, o.ask = "input", exc.request()
         except TimeoutError as exc:
             if not deadline.expired():  # the tool's own TimeoutError, not our deadline
                 self._failed(o, tool, exc)
             else:
                 o.content, o.is_error = f"Tool execution timed out after {format_seconds(tool.timeout)}", True
+                o.error_type = "timeout"
                 if ctx is not None and ctx.cancel_note:
                     o.content += f". {ctx.cancel_note}"
         except Exception as exc:
@@ -178,3 +237,4 @@ class ToolExecutor:
         else:
             log.error("tool %s failed (call %s)", tool.name, o.call.tool_use_id, exc_info=exc)
         o.content, o.is_error = truncate(f"{type(exc).__name__}: {exc}", self.max_result_chars), True
+        o.error_type = type(exc).__name__

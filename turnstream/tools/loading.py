@@ -1,5 +1,6 @@
 """Server tools an operator adds: ``--tools package.module:NAME`` (``TURNSTREAM_TOOLS``) names a
-list of ``@tool`` functions (or one) that join every session's toolset.
+list of ``@tool`` functions (or one) that join every session's toolset; ``--mcp-config FILE``
+(``TURNSTREAM_MCP_CONFIG``) names MCP servers whose tools join it too.
 
 The module is imported in the server's process, with the server's rights: only the operator
 sets this, never a client.
@@ -8,9 +9,12 @@ sets this, never a client.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
+from typing import TextIO
 
 from ..errors import UsageError
 from .tool import Tool
+from .toolset import Toolset
 
 
 def load_tools(path: str) -> list[Tool]:
@@ -29,4 +33,13 @@ def load_tools(path: str) -> list[Tool]:
     return list(tools)
 
 
-__all__ = ["load_tools"]
+def load_mcp_servers(path: Path, stderr: TextIO | None = None) -> list[Toolset]:
+    """The MCP servers of an ``--mcp-config`` file; ``UsageError`` saying what is wrong."""
+    try:
+        from ..mcp import toolsets_from_config
+    except ImportError as exc:
+        raise UsageError(f"--mcp-config needs the MCP extra: pip install 'turnstream[mcp]' ({exc})") from None
+    return list(toolsets_from_config(str(path), stderr=stderr))
+
+
+__all__ = ["load_mcp_servers", "load_tools"]

@@ -11,11 +11,14 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ..errors import ToolInputError, UsageError
+
+if TYPE_CHECKING:
+    from ..telemetry.otel import Telemetry
 
 Executor = Literal["server", "client"]
 DEFAULT_TIMEOUT = 30.0
@@ -37,6 +40,12 @@ class ToolContext:
     """What the call's result says if it is cancelled while it runs (a cancelled turn): a tool
     that started something sets it to say what became of that. Unset, the result says the
     call did not finish."""
+    answer: dict[str, Any] | None = None
+    """The user's answer to what this call asked (``InputNeeded``), when the call runs again
+    after it: ``{"action": "accept" | "decline", "content": {...}, "state": ...}``."""
+    telemetry: Telemetry | None = None
+    """The run's telemetry when it is on (the call's ``execute_tool`` span is current): a tool
+    that calls another service opens a client span with it (``Telemetry.client_span``)."""
 
 
 @dataclass(slots=True)
@@ -70,7 +79,7 @@ class Tool:
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """Validated arguments, or ToolInputError (a ValueError) with a message the model can act on."""
         if self.args_model is None:
-            return args
+            return dict(args)  # a copy: the executor adds the ToolContext to it, never to the call's input
         try:
             return dict(self.args_model.model_validate(args))
         except ValidationError as exc:

@@ -2,8 +2,10 @@
 // HttpAgent runs the threads (its verifier refuses any event out of order), and every event
 // the server sent is validated with @ag-ui/core's schemas, keys included.
 //
-// Env: TS_URL (server), TS_KEY (API key), TS_MODELS (JSON: scenario name -> model). Prints one
-// JSON line per check; exits non-zero on the first failure.
+// Env: TS_URL (server), TS_KEY (API key), TS_MODELS (JSON: scenario name -> model, and
+// `live_gate`: the FIFO that holds the `live` scenario's stream half way until it is opened).
+// Prints one JSON line per check; exits non-zero on the first failure.
+import { writeFileSync } from 'node:fs';
 import { HttpAgent } from '@ag-ui/client';
 import { EventSchemas } from '@ag-ui/core/schemas';
 
@@ -57,9 +59,9 @@ const rec = new Recorder();
 const thread = (name) => `${name}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
 const uid = () => Math.random().toString(36).slice(2);
 
-function agent(threadId, messages = []) {
+function agent(threadId, messages = [], path = '/api/ag-ui') {
   const a = new HttpAgent({
-    url: `${base}/api/ag-ui`, headers: { Authorization: `Bearer ${key}` }, threadId, fetch: rec.fetch,
+    url: `${base}${path}`, headers: { Authorization: `Bearer ${key}` }, threadId, fetch: rec.fetch,
     initialMessages: messages,
   });
   return a;
@@ -124,11 +126,10 @@ async function approvalCheck() {
     const [interrupt] = end.outcome.interrupts;
     expect(interrupt.reason === 'tool_call' && interrupt.toolCallId === interrupt.id, 'a tool interrupt', interrupt);
     expect(a.pendingInterrupts.length === 1, 'the agent holds the interrupt', a.pendingInterrupts);
-    // A run that does not answer it is refused, in the stream, as AG-UI asks.
+    // A run that neither answers it nor brings a new user message is refused, in the stream, as AG-UI asks.
     const refused = await fetch(`${base}/api/ag-ui`, {
       method: 'POST', headers: { Authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ threadId: a.threadId, runId: `r-${uid()}`, tools: [], context: [],
-        messages: [{ id: 'u2', role: 'user', content: 'never mind' }] }),
+      body: JSON.stringify({ threadId: a.threadId, runId: `r-${uid()}`, tools: [], context: [], messages: a.messages }),
     });
     const refusal = (await refused.text()).split('\n\n').filter(Boolean).map((f) => JSON.parse(f.slice(6)));
     refusal.forEach((e) => expect(EventSchemas.safeParse(e).success, 'refusal events', e));
@@ -154,16 +155,120 @@ async function approvalCheck() {
   return count;
 }
 
+// A new user message instead of an answer to the interrupt: the call is denied with the message
+// as the reason, and this run streams the turn going on. HttpAgent refuses to run while it holds
+// interrupts that the run's resume leaves out, so the client lets go of them first.
+async function steerCheck() {
+  const a = agent(thread('steer'));
+  say(a, 'send the note');
+  await a.runAgent({ forwardedProps: { model: models.approve, toolset: 'none' } });
+  let [run] = await rec.runs();
+  const [interrupt] = finished(run).outcome.interrupts;
+  const reason = 'not to Ada; ask me first';
+  say(a, reason);
+  a.pendingInterrupts = [];
+  await a.runAgent();
+  [run] = await rec.runs();
+  const steering = run.find((e) => e.type === 'CUSTOM');
+  expect(types(run)[1] === 'CUSTOM' && steering.name === 'turnstream-steering', 'the outcome first', types(run));
+  expect(steering.value.outcome === 'denied' && steering.value.tool_use_ids[0] === interrupt.toolCallId,
+    'the call was denied', steering);
+  const result = run.find((e) => e.type === 'TOOL_CALL_RESULT');
+  expect(result && result.toolCallId === interrupt.toolCallId && result.content.endsWith(reason), 'the denial', result);
+  expect(finished(run).outcome.type === 'success', 'the run goes on to the end', finished(run));
+  expect(assistantText(a).endsWith(result.content), 'the model read the message', a.messages);
+  return run.length;
+}
+
+// Token by token: the `live` scenario's provider stream waits at its gate after its first
+// text delta, and the gate opens only once the agent's message holds that text.
+async function liveCheck() {
+  const a = agent(thread('live'));
+  say(a, 'stream it live');
+  let seenWhileHeld;
+  let failBound;
+  const bound = new Promise((_, reject) => {
+    failBound = setTimeout(() => reject(new Error('no text reached the agent while the provider was held')), 30000);
+  });
+  const run = a.runAgent({ forwardedProps: { model: models.live, toolset: 'none' } }, {
+    onTextMessageContentEvent: ({ textMessageBuffer, event }) => {
+      if (seenWhileHeld !== undefined) return;
+      seenWhileHeld = textMessageBuffer + event.delta;
+      clearTimeout(failBound);
+      writeFileSync(models.live_gate, 'open'); // the provider goes on only now
+    },
+  });
+  await Promise.race([run, bound]);
+  expect(seenWhileHeld && models.live_text.startsWith(seenWhileHeld) && seenWhileHeld !== models.live_text,
+    'a first piece of text arrived before the provider step finished', seenWhileHeld);
+  expect(assistantText(a) === models.live_text, 'then the whole text', a.messages);
+  const [events] = await rec.runs();
+  expect(types(events).filter((t) => t === 'TEXT_MESSAGE_CONTENT').length > 1, 'delta by delta', types(events));
+  return events.length;
+}
+
+async function stepRestarted(run) {
+  const { session_id: sid, turn_id: tid } = run[0].metadata;
+  const events = await fetch(`${base}/api/sessions/${sid}/turns/${tid}/events`, { headers: { Authorization: `Bearer ${key}` } });
+  return (await events.text()).includes('event: step_restart');
+}
+
+// A step restarted after its stream broke half way, streamed live: what was open ends, and a
+// MESSAGES_SNAPSHOT holding the thread's true messages takes the broken attempt's out.
 async function restartCheck() {
   const a = agent(thread('restart'));
   say(a, 'despite a broken stream');
+  const before = structuredClone(a.messages);
   await a.runAgent({ forwardedProps: { model: models.restart, toolset: 'none' } });
   const [run] = await rec.runs();
+  expect(await stepRestarted(run), 'the step was restarted', run[0]);
+  const t = types(run);
+  const snapshot = run.find((e) => e.type === 'MESSAGES_SNAPSHOT');
+  expect(snapshot && t.indexOf('TEXT_MESSAGE_CONTENT') < t.indexOf('TEXT_MESSAGE_END')
+    && t.indexOf('TEXT_MESSAGE_END') < t.indexOf('MESSAGES_SNAPSHOT'), 'streamed, ended, then the snapshot', t);
+  expect(JSON.stringify(snapshot.messages) === JSON.stringify(before), 'the snapshot holds the true messages', snapshot);
+  expect(t.filter((x) => x === 'TEXT_MESSAGE_START').length === 2, 'the step streamed again', t);
+  const texts = a.messages.filter((m) => m.role === 'assistant');
+  expect(texts.length === 1 && texts[0].content === models.restart_text, 'the text once', a.messages);
+  expect(new Set(a.messages.map((m) => m.id)).size === a.messages.length, 'no message twice', a.messages);
+  return run.length;
+}
+
+// The answer's stream breaks after a tool call ran: the snapshot holds the user's message, the
+// first step's text, the call and its result, as the agent had built them from the events.
+async function restartAfterToolCheck() {
+  const a = agent(thread('restart-tool'));
+  say(a, 'add, despite a broken stream');
+  let atSnapshot;
+  await a.runAgent({ forwardedProps: { model: models.restart_after_tool, toolset: 'calculator' } }, {
+    onMessagesSnapshotEvent: ({ messages }) => { atSnapshot = structuredClone(messages); },
+  });
+  const [run] = await rec.runs();
+  expect(await stepRestarted(run), 'the step was restarted', run[0]);
+  const snapshot = run.find((e) => e.type === 'MESSAGES_SNAPSHOT');
+  const mine = atSnapshot.slice(0, snapshot.messages.length);
+  expect(JSON.stringify(snapshot.messages) === JSON.stringify(mine), 'the snapshot is what the agent had built',
+    [snapshot.messages, atSnapshot]);
+  expect(snapshot.messages.map((m) => m.role).join(',') === 'user,assistant,assistant,tool', 'its messages',
+    snapshot.messages);
+  expect(snapshot.messages[2].toolCalls[0].function.arguments === '{"expression": "2+3"}', 'the call', snapshot.messages);
+  expect(atSnapshot.length === snapshot.messages.length + 1, 'the broken text was the one message more', atSnapshot);
+  const roles = a.messages.map((m) => m.role).join(',');
+  expect(roles === 'user,assistant,assistant,tool,assistant', 'the thread after the run', a.messages);
+  expect(a.messages.at(-1).content === 'The result is 5, as computed.', 'the answer once', a.messages);
+  return run.length;
+}
+
+// `?steps=whole`: each step's events once its stream has ended; the broken attempt never
+// reaches the agent.
+async function wholeStepsCheck() {
+  const a = agent(thread('whole'), [], '/api/ag-ui?steps=whole');
+  say(a, 'whole steps, despite a broken stream');
+  await a.runAgent({ forwardedProps: { model: models.restart_whole, toolset: 'none' } });
+  const [run] = await rec.runs();
+  expect(await stepRestarted(run), 'the step was restarted', run[0]);
   expect(types(run).filter((t) => t === 'TEXT_MESSAGE_START').length === 1, 'the broken attempt was never sent', types(run));
-  // The server did restart the step (its own event stream says so).
-  const { session_id: sid, turn_id: tid } = run[0].metadata;
-  const events = await fetch(`${base}/api/sessions/${sid}/turns/${tid}/events`, { headers: { Authorization: `Bearer ${key}` } });
-  expect((await events.text()).includes('event: step_restart'), 'the step was restarted', run[0]);
+  expect(!types(run).includes('MESSAGES_SNAPSHOT'), 'nothing to take back', types(run));
   const texts = a.messages.filter((m) => m.role === 'assistant');
   expect(texts.length === 1 && texts[0].content === models.restart_text, 'the text once', a.messages);
   return run.length;
@@ -181,7 +286,8 @@ async function notebookCheck() {
   return run.length;
 }
 
-for (const check of [textCheck, clientToolCheck, approvalCheck, restartCheck, notebookCheck]) {
+for (const check of [textCheck, liveCheck, clientToolCheck, approvalCheck, steerCheck, restartCheck, restartAfterToolCheck,
+  wholeStepsCheck, notebookCheck]) {
   const events = await check();
   console.log(JSON.stringify({ ok: true, check: check.name, events }));
 }

@@ -4,14 +4,18 @@
 // Every chunk the server sent is validated with the package's own uiMessageChunkSchema, and
 // any key that version's schema does not define is refused too.
 //
-// Env: TS_URL (server), TS_KEY (API key), TS_MODELS (JSON: scenario name -> model),
-// TS_VERSIONS (optional, e.g. "6,7"). Prints one JSON line per check; exits non-zero on the
-// first failure.
+// Env: TS_URL (server), TS_KEY (API key), TS_MODELS (JSON: scenario name -> model, and
+// `live_gate`: the FIFO that holds the `live` scenario's stream half way until it is opened),
+// TS_VERSIONS (optional, e.g. "6,7"), TS_MEDIA (JSON: base64 of a PNG and a PDF). Prints one JSON
+// line per check; exits non-zero on the first failure.
+import { writeFileSync } from 'node:fs';
+
 
 const base = process.env.TS_URL;
 const key = process.env.TS_KEY;
 const models = JSON.parse(process.env.TS_MODELS);
 const versions = (process.env.TS_VERSIONS || '5,6,7').split(',').map(Number);
+const media = JSON.parse(process.env.TS_MEDIA); // base64 of a small PNG and PDF: {png, pdf}
 
 // The keys each chunk type may carry, per major, as each package's chunk schema defines them.
 const KEYS5 = {
@@ -29,6 +33,8 @@ const KEYS5 = {
   'tool-input-delta': ['toolCallId', 'inputTextDelta'],
   'tool-input-available': ['toolCallId', 'toolName', 'input', 'providerExecuted', 'providerMetadata', 'dynamic'],
   'tool-output-available': ['toolCallId', 'output', 'providerExecuted', 'dynamic', 'preliminary'],
+  'tool-input-error': ['toolCallId', 'toolName', 'input', 'providerExecuted', 'providerMetadata', 'dynamic',
+    'errorText'],
   'tool-output-error': ['toolCallId', 'errorText', 'providerExecuted', 'dynamic'],
   'error': ['errorText'],
   'data-*': ['id', 'data', 'transient'],
@@ -38,6 +44,7 @@ const KEYS6 = {
   ...KEYS5,
   'tool-input-start': [...KEYS5['tool-input-start'], 'inputEncoding', ...TOOL_META, 'title'],
   'tool-input-available': [...KEYS5['tool-input-available'], 'toolMetadata', 'title'],
+  'tool-input-error': [...KEYS5['tool-input-error'], 'toolMetadata', 'title'],
   'tool-output-available': [...KEYS5['tool-output-available'], ...TOOL_META],
   'tool-output-error': [...KEYS5['tool-output-error'], ...TOOL_META],
   'tool-approval-request': ['approvalId', 'toolCallId', 'approvalDescriptor', 'inputSchemaInput', 'signature'],
@@ -110,12 +117,13 @@ function headers(v) {
   return { Authorization: `Bearer ${key}`, 'X-AI-SDK-Version': String(v) };
 }
 
-function transport(ctx, body) {
-  return new ctx.sdk.DefaultChatTransport({ api: `${base}/api/chat`, headers: headers(ctx.v), body, fetch: ctx.rec.fetch });
+// `path`: the route with any query; `hdrs`: the request's headers (the version's by default).
+function transport(ctx, body, { path = '/api/chat', hdrs = headers(ctx.v) } = {}) {
+  return new ctx.sdk.DefaultChatTransport({ api: `${base}${path}`, headers: hdrs, body, fetch: ctx.rec.fetch });
 }
 
-async function send(ctx, chatId, messages, body) {
-  return transport(ctx, body).sendMessages({
+async function send(ctx, chatId, messages, body, how) {
+  return transport(ctx, body, how).sendMessages({
     chatId, messages, trigger: 'submit-message', messageId: undefined, abortSignal: undefined,
   });
 }
@@ -141,6 +149,7 @@ function newChat(ctx, id, body, init = {}) {
   };
   const finished = [];
   const waiters = [];
+  const data = [];
   class TestChat extends ctx.sdk.AbstractChat {}
   const c = new TestChat({
     id,
@@ -149,8 +158,10 @@ function newChat(ctx, id, body, init = {}) {
     sendAutomaticallyWhen: init.sendAutomaticallyWhen,
     onFinish: (e) => { finished.push(e); waiters.splice(0).forEach((w) => w()); },
     onError: () => {},
+    onData: (part) => data.push(part),
   });
   c.finished = finished;
+  c.data = data; // the data parts onData saw (transient ones included)
   // Resolves once `n` responses have finished.
   c.finishedCount = (n) => new Promise((resolve) => {
     const check = () => (finished.length >= n ? resolve() : waiters.push(check));
@@ -336,25 +347,128 @@ async function stopCheck(ctx) {
   return 0;
 }
 
+// Token by token: the `live` scenario's provider stream waits at its gate after its first
+// text delta, and the gate opens only once the client's message shows that text. 5 sends no
+// version header, as a default useChat transport does.
+async function liveCheck(ctx) {
+  const u = user('stream it live');
+  const hdrs = ctx.v === 5 ? { Authorization: `Bearer ${key}` } : headers(ctx.v);
+  const stream = await send(ctx, chat('live'), [u], { model: models.live, toolset: 'none' }, { hdrs });
+  let seenWhileHeld;
+  let last;
+  let failBound;
+  const bound = new Promise((_, reject) => {
+    failBound = setTimeout(() => reject(new Error('no text reached the client while the provider was held')), 30000);
+  });
+  const read = (async () => {
+    for await (const m of ctx.sdk.readUIMessageStream({ stream, terminateOnError: true })) {
+      last = m;
+      if (seenWhileHeld === undefined && textOf(m)) {
+        seenWhileHeld = textOf(m);
+        clearTimeout(failBound);
+        writeFileSync(models.live_gate, 'open'); // the provider goes on only now
+      }
+    }
+  })();
+  await Promise.race([read, bound]);
+  expect(seenWhileHeld && models.live_text.startsWith(seenWhileHeld) && seenWhileHeld !== models.live_text,
+    'a first piece of text arrived before the provider step finished', seenWhileHeld);
+  expect(textOf(last) === models.live_text, 'then the whole text', textOf(last));
+  expect(last.parts.filter((p) => p.type === 'text').length === 1, 'one text part', last.parts);
+  const chunks = await ctx.rec.chunks();
+  expect(chunks.filter((c) => c.type === 'text-delta').length > 1, 'delta by delta', chunks);
+  await ctx.sdk.validateUIMessages({ messages: [u, last] });
+  return chunks.length;
+}
+
+async function stepRestarted(ctx, msg) {
+  const meta = msg.metadata;
+  const events = await fetch(`${base}/api/sessions/${meta.session_id}/turns/${meta.turn_id}/events`,
+    { headers: headers(ctx.v) });
+  return (await events.text()).includes('event: step_restart');
+}
+
+const discarded = (p) => p.providerMetadata?.turnstream?.discarded === true;
+// What a page shows of a 5 or 6 message (docs/aisdk.md): the parts of a broken attempt hidden.
+const kept = (p) => !discarded(p) && !(p.state === 'output-error' && p.errorText?.startsWith('discarded:'));
+
+// A step restarted after its stream broke half way, streamed live: 7 takes the broken attempt
+// back with reset-step; 5 and 6 end its text part marked as discarded, and the step starts
+// again with a part of its own.
 async function restartCheck(ctx) {
   const u = user('tell me, despite a broken stream');
   // Each version has its own scenario file: the fault hits the first attempt of its step once.
   const model = models[`restart_${ctx.v}`];
   const msg = await finalMessage(ctx, await send(ctx, chat('restart'), [u], { model, toolset: 'none' }));
   const chunks = await ctx.rec.chunks();
-  // The server did restart the step (its own event stream says so).
-  const meta = msg.metadata;
-  const events = await fetch(`${base}/api/sessions/${meta.session_id}/turns/${meta.turn_id}/events`,
-    { headers: headers(ctx.v) });
-  expect((await events.text()).includes('event: step_restart'), 'the step was restarted', meta);
+  expect(await stepRestarted(ctx, msg), 'the step was restarted', msg.metadata);
   const types = chunks.map((c) => c.type);
+  expect(types.indexOf('text-delta') < types.indexOf(ctx.v >= 7 ? 'reset-step' : 'finish-step'),
+    'text streamed before the break', types);
+  const texts = msg.parts.filter((p) => p.type === 'text');
   if (ctx.v >= 7) {
     expect(types.includes('reset-step'), 'reset-step sent', types);
-    expect(types.indexOf('text-delta') < types.indexOf('reset-step'), 'text streamed before the break', types);
+    expect(texts.length === 1, 'one text part', msg.parts);
+    expect(msg.parts.filter((p) => p.type === 'step-start').length === 1, 'one step', msg.parts);
   } else {
     expect(!types.includes('reset-step'), 'no reset-step before 7', types);
-    expect(types.filter((t) => t === 'text-start').length === 1, 'the broken attempt was never sent', types);
+    const [broken, kept] = texts;
+    expect(texts.length === 2 && discarded(broken) && !discarded(kept), 'the broken part, marked, then the answer',
+      msg.parts);
+    expect(broken.state === 'done' && models.restart_text.startsWith(broken.text) && broken.text !== kept.text,
+      'the broken attempt ended where it broke', broken);
+    expect(msg.parts.filter((p) => p.type === 'step-start').length === 2, 'the step started again', msg.parts);
   }
+  expect(msg.parts.filter((p) => p.type === 'text' && !discarded(p)).map((p) => p.text).join('') === models.restart_text,
+    'the text once', msg.parts);
+  sameParts(msg);
+  await ctx.sdk.validateUIMessages({ messages: [u, msg] });
+  return chunks.length;
+}
+
+// The break comes in a tool call's arguments, after the step's text has ended. 5 and 6: the text
+// ends marked, the call ends as an input error (marked), and the answer's own parts follow.
+async function restartToolCheck(ctx) {
+  const u = user('add, despite a broken stream');
+  const model = models[`restart_tool_${ctx.v}`];
+  const msg = await finalMessage(ctx, await send(ctx, chat('restart-tool'), [u], { model, toolset: 'calculator' }));
+  const chunks = await ctx.rec.chunks();
+  expect(await stepRestarted(ctx, msg), 'the step was restarted', msg.metadata);
+  const calls = msg.parts.filter((p) => p.type === 'tool-calculator');
+  const shown = msg.parts.filter(kept);
+  if (ctx.v >= 7) {
+    expect(shown.length === msg.parts.length, 'reset-step left nothing to hide', msg.parts);
+  } else {
+    const broken = chunks.find((c) => c.type === 'tool-input-error');
+    expect(broken && broken.providerMetadata?.turnstream?.discarded && broken.input === '{"expr',
+      'the streaming call ended as an input error', broken);
+    expect(calls.length === 2 && calls[0].state === 'output-error' && calls[0].rawInput === '{"expr',
+      'the broken call is an error part', calls);
+    expect(msg.parts.filter((p) => p.type === 'text' && discarded(p)).map((p) => p.text).join('') === 'Let me add.',
+      'the text that had ended before the break is marked', msg.parts);
+  }
+  const shownCalls = shown.filter((p) => p.type === 'tool-calculator');
+  expect(shownCalls.length === 1 && shownCalls[0].state === 'output-available' && shownCalls[0].output === '5',
+    'one call ran', shown);
+  expect(shown.filter((p) => p.type === 'text').map((p) => p.text).join('|') === 'Let me add.|The result is 5.',
+    'the text once', shown);
+  sameParts({ ...msg, parts: shown });
+  await ctx.sdk.validateUIMessages({ messages: [u, msg] });
+  return chunks.length;
+}
+
+// `?steps=whole`: each step's parts once its stream has ended, so the broken attempt never
+// reaches the client, in any version.
+async function wholeStepsCheck(ctx) {
+  const u = user('whole steps, despite a broken stream');
+  const model = models[`restart_whole_${ctx.v}`];
+  const msg = await finalMessage(ctx, await send(ctx, chat('whole'), [u], { model, toolset: 'none' },
+    { path: '/api/chat?steps=whole' }));
+  const chunks = await ctx.rec.chunks();
+  expect(await stepRestarted(ctx, msg), 'the step was restarted', msg.metadata);
+  const types = chunks.map((c) => c.type);
+  expect(!types.includes('reset-step'), 'nothing to take back', types);
+  expect(types.filter((t) => t === 'text-start').length === 1, 'the broken attempt was never sent', types);
   expect(textOf(msg) === models.restart_text, 'the text once', textOf(msg));
   expect(msg.parts.filter((p) => p.type === 'text').length === 1, 'one text part', msg.parts);
   expect(msg.parts.filter((p) => p.type === 'step-start').length === 1, 'one step', msg.parts);
@@ -373,8 +487,46 @@ async function notebookCheck(ctx) {
   return (await ctx.rec.chunks()).length;
 }
 
-const CHECKS = [textCheck, serverToolCheck, clientToolCheck, approvalCheck, resumeCheck, stopCheck, restartCheck,
-  notebookCheck];
+// A message with an image and a PDF, as `sendMessage({ text, files })` sends them (data: URLs).
+async function fileCheck(ctx) {
+  const c = newChat(ctx, chat('files'), { model: models.echo, toolset: 'none' });
+  const files = [
+    { type: 'file', mediaType: 'image/png', filename: 'dot.png', url: `data:image/png;base64,${media.png}` },
+    { type: 'file', mediaType: 'application/pdf', filename: 'page.pdf', url: `data:application/pdf;base64,${media.pdf}` },
+  ];
+  await c.sendMessage({ text: 'what is in these?', files });
+  expect(c.status === 'ready', 'chat ready', [c.status, c.error && String(c.error)]);
+  const msg = c.state_.messages.at(-1);
+  expect(textOf(msg) === 'You said: what is in these?', 'answer', msg);
+  await ctx.sdk.validateUIMessages({ messages: c.state_.messages });
+  const sid = msg.metadata.session_id;
+  const session = (await api(`/api/sessions/${sid}`)).body;
+  const userBlock = session.turns[0].blocks.find((b) => b.type === 'user');
+  expect(userBlock.attachments.map((a) => a.media_type).join() === 'image/png,application/pdf', 'stored', userBlock);
+  return (await ctx.rec.chunks()).length;
+}
+
+// A message while the turn waits for an approval: onData sees the outcome, the turn goes on in a new
+// assistant message that read the message as the denial's reason.
+async function steeringCheck(ctx) {
+  const c = newChat(ctx, chat('steer'), { model: models.approve, toolset: 'none' });
+  await c.sendMessage({ text: 'send the note' });
+  expect(c.state_.messages.at(-1).parts.some((p) => p.type === 'tool-send_note'), 'call waits', c.state_.messages);
+  await c.sendMessage({ text: 'no, ask Bob instead' });
+  expect(c.status === 'ready', 'chat ready', [c.status, c.error && String(c.error)]);
+  const steer = c.data.find((d) => d.type === 'data-turnstream-steering');
+  expect(steer && steer.data.outcome === 'denied' && steer.data.tool_use_ids.length === 1, 'outcome', c.data);
+  const roles = c.state_.messages.map((m) => m.role).join();
+  expect(roles === 'user,assistant,user,assistant', 'messages', c.state_.messages);
+  const text = textOf(c.state_.messages.at(-1));
+  expect(text.includes('denied') && text.includes('no, ask Bob instead'), 'the model read the reason', text);
+  expect(c.state_.messages.at(-1).parts.every((p) => !p.type.startsWith('data-')), 'transient', c.state_.messages);
+  await ctx.sdk.validateUIMessages({ messages: c.state_.messages });
+  return (await ctx.rec.chunks()).length;
+}
+
+const CHECKS = [textCheck, liveCheck, serverToolCheck, clientToolCheck, approvalCheck, resumeCheck, stopCheck,
+  restartCheck, restartToolCheck, wholeStepsCheck, notebookCheck, fileCheck, steeringCheck];
 
 for (const v of versions) {
   const sdk = await import(`ai${v}`);

@@ -362,7 +362,7 @@ async def test_next_message_after_a_crash_closes_out_the_dangling_call(
     closed = msgs[2]["content"][0]
     assert closed == {"type": "tool_result", "tool_use_id": "toolu_dangling", "content": INTERRUPTED_RESULT,
                       "is_error": True}
-    assert msgs[2]["content"][1] == {"type": "text", "text": "are you there?"}
+    assert msgs[2]["content"][1] == {"type": "text", "text": "are you there?", "cache_control": {"type": "ephemeral"}}
 
 
 async def test_sync_tools_run_in_a_thread_with_context(provider_for: Make) -> None:

@@ -8,12 +8,17 @@ refuse (with its exact message), every follow-up request is also proven valid.
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.mock_provider import MockHandle
+from tests.support.ui_stream import open_gate
 from turnstream import Agent, ToolResultBlock, ToolUseBlock, tool
 from turnstream.events import BlockDelta, ErrorEvent, StepRestart, StreamEvent, TurnComplete
 from turnstream.limits import Limits
@@ -267,3 +272,24 @@ async def test_thinking_then_tool_call_round_trip(api: str, make: Make, mock_pro
         assert follow_up["input"][2]["id"].startswith("msg_")
     else:
         assert "The user wants weather." not in text
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_gate_holds_the_stream_half_way_until_it_opens(api: str, make: Make, tmp_path: Path) -> None:
+    fifo = tmp_path / "gate"
+    os.mkfifo(fifo)
+    calls: list[str] = []
+    gated = {**WEATHER, "steps": [{**WEATHER["steps"][0], "gate": {"after_events": 7, "fifo": str(fifo)}},
+                                  WEATHER["steps"][1]]}
+    agent = Agent(make(api, gated), tools=[weather_tool(calls)], limits=limits())
+    events: list[StreamEvent] = []
+    async with aclosing(agent.stream("Weather in Paris?")) as stream:
+        async for ev in stream:
+            events.append(ev)
+            if isinstance(ev, BlockDelta) and ev.text:
+                break  # the first text has come while the stream waits at the gate
+        assert not calls and not any(isinstance(e, TurnComplete) for e in events)
+        await asyncio.to_thread(open_gate, fifo)
+        events += [ev async for ev in stream]
+    assert isinstance(events[-1], TurnComplete) and events[-1].status == "complete"
+    assert calls == ["Paris"]

@@ -79,7 +79,8 @@ async def next_turn_works(agent: Agent, mock: MockHandle, model: str) -> None:
     again = await agent.run("Are you still there?")
     assert again.status == "complete" and again.text == "Still here."
     messages = mock.requests(model)[-1]["messages"]
-    assert messages[-1]["role"] == "user" and messages[-1]["content"][-1] == text("Are you still there?")
+    last = {k: v for k, v in messages[-1]["content"][-1].items() if k != "cache_control"}  # less its cache breakpoint
+    assert messages[-1]["role"] == "user" and last == text("Are you still there?")
 
 
 @pytest.mark.parametrize("when", ["while a tool runs", "while the database is down", "while streaming"])

@@ -96,6 +96,38 @@ def test_another_users_ids_are_404(server: Server, other_key: str) -> None:
         assert mine.status_code == 200 and [t["input"] for t in mine.json()["turns"]] == ["mine"]
 
 
+def test_every_session_route_in_the_openapi_is_404_for_another_user(server: Server, other_key: str) -> None:
+    # Not a list written by hand: every route /openapi.json names under a session, with every
+    # method, so that a route added later without its ownership check fails here. A body that
+    # fails validation (422) is refused the same way for a session that does not exist.
+    with server.client() as owner:
+        sid = new_session(owner)
+        tid = run_turn(owner, sid, "mine")[0].data["turn_id"]
+        spec = owner.get("/openapi.json").json()
+    fill = {"session_id": sid, "id": sid, "turn_id": tid, "cell_id": "c1", "name": "a.csv",
+            "sha256": "0" * 64, "tool_use_id": "toolu_x"}
+    tried = []
+    with server.client(other_key) as c:
+        for path, methods in spec["paths"].items():
+            if not path.startswith("/api/sessions/{"):
+                continue
+            url = path.format(**fill)
+            for method in methods:
+                if method.upper() not in ("GET", "POST", "PATCH", "DELETE", "PUT"):
+                    continue
+                r = c.request(method.upper(), url, json={})
+                # Indistinguishable from a session that does not exist (no oracle), and never served
+                none = c.request(method.upper(), path.format(**{**fill, "session_id": "ses_none", "id": "ses_none"}),
+                                 json={})
+                tried.append((method, path))
+                assert r.status_code in (404, 422), (method, path, r.status_code, r.text[:200])
+                assert (r.status_code, r.text.replace(sid, "ses_none")) == (none.status_code, none.text), (
+                    method, path)
+    assert len(tried) >= 15, tried  # the notebook, files, audit, blobs, turns … all came through here
+    with server.client() as owner:
+        assert [t["input"] for t in owner.get(f"/api/sessions/{sid}").json()["turns"]] == ["mine"]
+
+
 @pytest.mark.parametrize(("content", "field"), [
     (b"{not json", "body"),
     (b"", "body.message"),

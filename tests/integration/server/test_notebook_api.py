@@ -185,8 +185,11 @@ def test_interrupt_stops_a_running_cell_and_the_kernel_keeps_its_variables(serve
 def test_a_cell_that_ignores_the_interrupt_is_stopped_by_a_kernel_restart(server: Server) -> None:
     with server.client() as c:
         sid = new_session(c)
-        stubborn = add_cell(c, sid, "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-                                    "time.sleep(120)")
+        # SIGINT is ignored by a cell that has ended, so the stubborn cell ignores the interrupt from
+        # its first instruction on (set in the same cell, the interrupt could come first).
+        deaf = add_cell(c, sid, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)")
+        assert c.post(nb_url(sid, f"/cells/{deaf['id']}/run")).json()["cell"]["status"] == "success"
+        stubborn = add_cell(c, sid, "import time\ntime.sleep(120)")
         outcome: dict[str, Any] = {}
 
         def run() -> None:
@@ -195,7 +198,7 @@ def test_a_cell_that_ignores_the_interrupt_is_stopped_by_a_kernel_restart(server
 
         runner = threading.Thread(target=run)
         runner.start()
-        wait_for(lambda: cells(c, sid)[0]["status"] == "running", "the cell to run")
+        wait_for(lambda: cells(c, sid)[1]["status"] == "running", "the cell to run")
         started = time.monotonic()
         assert c.post(nb_url(sid, f"/cells/{stubborn['id']}/interrupt")).json()["status"] == "interrupted"
         took = time.monotonic() - started
@@ -203,7 +206,7 @@ def test_a_cell_that_ignores_the_interrupt_is_stopped_by_a_kernel_restart(server
         assert 1.5 < took < 10, took  # the grace period (2 s), then the kill
         err = outcome["run"]["cell"]["outputs"][-1]
         assert err["interrupted"] is True and "kernel was restarted" in err["evalue"]
-        assert cells(c, sid)[0]["status"] == "error"
+        assert cells(c, sid)[1]["status"] == "error"
 
 
 def test_a_csv_is_uploaded_listed_loaded_on_use_queried_in_sql_and_deleted(server: Server) -> None:

@@ -55,7 +55,7 @@ def test_resume_and_stop_routes(proto: tuple[Server, dict[str, str], Path, str])
     srv, models, gate, other = proto
     cid = chat_id()
     body = {"id": cid, "messages": [user("go through the gate")], "model": models["gate"], "toolset": "none"}
-    # Version 7 streams a step live (5 and 6 hold a step's parts until its tools' first result).
+    # Version 7 (every version streams a step live; 7 is the one this test reads).
     with srv.client() as c, srv.client(other) as o:
         c.headers["X-AI-SDK-Version"] = "7"
         # Nothing to resume or stop yet; a chat id that cannot be one is named.
@@ -110,6 +110,23 @@ def test_version_is_the_clients_choice(proto: tuple[Server, dict[str, str], Path
         for how in ({"headers": {"X-AI-SDK-Version": "6.0.326"}}, {"params": {"ai_sdk": "6"}}):
             v6 = chunks(c.post("/api/chat", json={**body, "id": chat_id()}, **how).text)  # type: ignore[arg-type]
             assert v6[-2]["type"] == "finish" and v6[-2]["finishReason"] == "stop"
+
+
+def test_steps_are_live_unless_the_client_asks_for_whole_ones(proto: tuple[Server, dict[str, str], Path, str]) -> None:
+    srv, models, _, _ = proto
+    with srv.client() as c:
+        body = {"id": chat_id(), "messages": [user("hi")], "model": models["echo"], "toolset": "none"}
+        r = c.post("/api/chat", json=body, headers={"X-Turnstream-Steps": "tokens"})
+        assert r.status_code == 422 and r.json()["message"].startswith("header.X-Turnstream-Steps:")
+        r = c.get(f"/api/chat/{body['id']}/stream", params={"steps": "half"})
+        assert r.status_code == 422 and r.json()["message"].startswith("query.steps:")
+        r = c.post("/api/ag-ui", params={"steps": "half"}, json=_run("steps-" + uuid.uuid4().hex[:8], [
+            {"id": "u1", "role": "user", "content": "hi"}]))
+        assert r.status_code == 422 and r.json()["message"].startswith("query.steps:")
+        for how in ({"headers": {"X-Turnstream-Steps": "whole"}}, {"params": {"steps": "WHOLE"}}, {}):
+            got = chunks(c.post("/api/chat", json={**body, "id": chat_id()}, **how).text)  # type: ignore[arg-type]
+            assert "".join(ch["delta"] for ch in got if isinstance(ch, dict) and ch["type"] == "text-delta") \
+                == "You said: hi"
 
 
 def test_approval_in_message_parts(proto: tuple[Server, dict[str, str], Path, str]) -> None:
@@ -202,6 +219,9 @@ def test_openapi_lists_the_protocol_routes(proto: tuple[Server, dict[str, str], 
     assert {"404", "422"} <= set(paths["/api/chat/{chat_id}/stop"]["post"]["responses"])
     assert paths["/api/ag-ui"]["post"]["requestBody"]["content"]["application/json"]["schema"] == \
         {"$ref": "#/components/schemas/RunAgentInputIn"}
-    params = {p["name"] for p in paths["/api/chat"]["post"]["parameters"]}
-    assert params == {"X-AI-SDK-Version", "ai_sdk"}
+    params = {(p["in"], p["name"]) for p in paths["/api/chat"]["post"]["parameters"]}
+    assert params == {("header", "X-AI-SDK-Version"), ("query", "ai_sdk"), ("header", "X-Turnstream-Steps"),
+                      ("query", "steps")}
+    agui = {(p["in"], p["name"]) for p in paths["/api/ag-ui"]["post"]["parameters"]}
+    assert agui == {("header", "X-Turnstream-Steps"), ("query", "steps")}
     assert "approvals" in doc["components"]["schemas"]["ChatRequest"]["properties"]

@@ -97,5 +97,5 @@ async def test_a_title_model_writes_a_short_title(client_for: Any, mock_provider
         assert (await client.get(f"/api/sessions/{sid}")).json()["title"] == "Regional revenue trends"
         sub.close()
     [request] = mock_provider.requests(titler)
-    assert request["system"] == titles.TITLE_PROMPT and LONG in str(request["messages"])
+    assert request["system"][0]["text"] == titles.TITLE_PROMPT and LONG in str(request["messages"])
     assert request.get("tools") in (None, [])

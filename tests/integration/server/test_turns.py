@@ -7,7 +7,8 @@ import httpx2 as httpx
 
 from tests.support.server import Event, Server, new_session, run_turn, sse
 
-STORED = {"turn_start", "step_start", "block_stop", "tool_request", "step_restart", "turn_complete", "error"}
+STORED = {"turn_start", "step_start", "block_stop", "tool_request", "step_restart", "usage", "budget_warning",
+          "turn_complete", "error"}
 
 
 def _ids_rise_by_one(events: list[Event]) -> None:
@@ -90,19 +91,28 @@ def test_replay_with_bare_number_and_query_param(server: Server) -> None:
             assert r.json()["message"].startswith("header.Last-Event-ID:")
 
 
-def test_second_turn_while_one_runs_is_409(server: Server, models: dict[str, str]) -> None:
+def test_a_message_while_one_runs_is_queued_and_409_only_while_a_client_tool_waits(
+        server: Server, models: dict[str, str]) -> None:
     with server.client() as c:
         sid = new_session(c, model=models["slow"], toolset="none")
         with sse(c, "POST", f"/api/sessions/{sid}/turns", json={"message": "first"}) as s:
             it = iter(s)
             tid = next(it).data["turn_id"]
             r = c.post(f"/api/sessions/{sid}/turns", json={"message": "second"})
-            assert r.status_code == 409, r.text
-            assert tid in r.json()["message"]
+            assert r.status_code == 202, r.text  # steering (docs/steering.md): queued, not refused
+            assert r.json()["outcome"] == "queued" and r.json()["turn_id"] == tid
             rest = list(it)
         assert rest[-1].data["status"] == "complete"
-        # Once it ended, the session takes the next message.
-        assert run_turn(c, sid, "third")[-1].data["status"] == "complete"
+        # A turn that waits for a client tool's result takes no message: 409 naming the turn.
+        cid = new_session(c, model=models["client"], toolset="none")
+        events = run_turn(c, cid, "where am I?", client_tools=[{
+            "name": "get_location", "description": "Where the user is.",
+            "input_schema": {"type": "object", "properties": {"precision": {"type": "string"}}}}])
+        assert events[-1].data["status"] == "awaiting_client"
+        waiting = events[0].data["turn_id"]
+        r = c.post(f"/api/sessions/{cid}/turns", json={"message": "hello?"})
+        assert r.status_code == 409, r.text
+        assert waiting in r.json()["message"]
 
 
 def test_cancel_a_running_turn(server: Server, models: dict[str, str]) -> None:

@@ -71,6 +71,19 @@ def test_size_capped_tmpfs_mounts_and_a_read_only_root() -> None:
     assert _pairs(argv, "--chdir") == [HOME]
 
 
+def test_a_runtime_under_tmp_is_bound_over_the_private_tmp() -> None:
+    # A checkout (and its .venv) under /tmp: the private /tmp is mounted first, or it would hide
+    # the packages (seen as "No module named 'pandas'" in every cell).
+    runtime = Runtime(executable="/opt/py/bin/python3.11", stdlib=("/opt/py/lib/python3.11",),
+                      site=("/tmp/checkout/.venv/lib/python3.11/site-packages",), hidden=(), libpython=None)
+    argv = build_command(bwrap="/usr/bin/bwrap", runtime=runtime, config=SandboxConfig(), limits=LIMITS,
+                         child_args=["{}"], uid=None, script_dir=Path("/src/turnstream/notebook")).argv
+    private_tmp = argv.index("/tmp", argv.index("--dev"))
+    assert argv[private_tmp - 1] == "--tmpfs"
+    assert argv.index(runtime.site[0]) > private_tmp
+    assert runtime.site[0] in _pairs(argv, "--ro-bind")
+
+
 def test_the_environment_is_explicit() -> None:
     argv = _command()
     env = dict(zip(_pairs(argv, "--setenv"), [argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"],

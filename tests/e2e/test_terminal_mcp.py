@@ -1,0 +1,124 @@
+"""The terminal chat with MCP servers (``TURNSTREAM_MCP_CONFIG``): an MCP server's question (an elicitation) is asked
+field by field at the prompt, a bad value is asked again, and the answer (or a decline) goes
+back to the server; a real ``turnstream chat`` under a pty, the tests' MCP server over stdio
+and the mock provider in Anthropic's format."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.support.mock_provider import MockHandle
+from tests.support.server import start_server
+from tests.support.terminal import Chat
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")]
+
+BIN = Path(sys.executable).parent / "turnstream"
+ROOT = Path(__file__).resolve().parents[2]
+SIGNUP = {"fragment_size": 5, "turns": [
+    [{"blocks": [{"type": "tool_use", "name": "t__signup", "input": {}}]},
+     {"blocks": [{"type": "text", "text": "Signed up: {{last}}"}]}],
+    [{"blocks": [{"type": "tool_use", "name": "t__signup", "input": {}}]},
+     {"blocks": [{"type": "text", "text": "Not signed up: {{last}}"}]}]]}
+
+
+def test_an_mcp_question_is_asked_field_by_field_then_declined(tmp_path: Path, mock_provider: MockHandle) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"t": {
+        "command": sys.executable, "args": ["-m", "tests.support.mcp_server", "stdio"], "cwd": str(ROOT)}}}))
+    model = "anthropic:" + mock_provider.scenario("chat-signup", SIGNUP)
+    env = dict(os.environ, ANTHROPIC_BASE_URL=mock_provider.base_url, ANTHROPIC_API_KEY="test-key",
+               TURNSTREAM_HOME=str(tmp_path / "home"), TURNSTREAM_MCP_CONFIG=str(config), TERM="xterm",
+               COLUMNS="200")
+    child = pexpect.spawn(str(BIN), ["chat", "--model", model, "--root", str(tmp_path)],
+                          env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
+    try:
+        chat = Chat(child)
+        chat.say("sign me up")
+        chat.expect(r"t__signup asks:.*Sign up for the course")
+        chat.expect(r"Name.*\(text\)")
+        child.sendline("Ann")
+        chat.expect(r"Age.*\(whole number\)")
+        child.sendline("thirty")
+        chat.expect("Age needs a whole number")
+        chat.expect(r"Age.*\(whole number\)")
+        child.sendline("33")
+        chat.expect(r"Newsletter.*\(y/n\)")
+        child.sendline("y")
+        chat.expect(r"Plan.*\(1 free / 2 pro\)")
+        child.sendline("2")
+        chat.expect("answered")
+        chat.expect(r"Signed up: Ann \(33\) is on the pro plan, with the newsletter")
+        chat.say("again")
+        chat.expect(r"Name.*\(text\)")
+        child.sendline("/decline")
+        chat.expect("declined")
+        chat.expect("Not signed up: ")
+        chat.say("bye")
+        assert chat.expect_exit() == 0
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+    # the model read the server's answers: the form's values, then the decline
+    requests = mock_provider.requests(model)
+    results = [json.dumps(r["messages"][-1]) for r in requests if r["messages"][-1]["role"] == "user"
+               and isinstance(r["messages"][-1]["content"], list)]
+    assert any("Ann (33) is on the pro plan" in r for r in results)
+    assert "Ann" not in results[-1]
+
+
+def test_in_server_mode_the_chat_asks_the_servers_mcp_question(tmp_path: Path, mock_provider: MockHandle) -> None:
+    """``turnstream serve`` runs the MCP server; the question reaches ``turnstream chat --server``,
+    which asks it field by field and answers through the tool-results route."""
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"t": {
+        "command": sys.executable, "args": ["-m", "tests.support.mcp_server", "stdio"], "cwd": str(ROOT)}}}))
+    model = "anthropic:" + mock_provider.scenario("remote-signup", SIGNUP)
+    workdir = tmp_path / "serve"
+    workdir.mkdir()
+    server = start_server(workdir, model=model, env={
+        "ANTHROPIC_BASE_URL": mock_provider.base_url, "ANTHROPIC_API_KEY": "test-key",
+        "TURNSTREAM_MCP_CONFIG": str(config)})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "TURNSTREAM_"))}
+    env.update(TURNSTREAM_HOME=str(tmp_path / "home"), TERM="xterm", COLUMNS="200")
+    child = pexpect.spawn(str(BIN), ["chat", "--server", server.url, "--key", server.key, "--root", str(tmp_path)],
+                          env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
+    try:
+        chat = Chat(child)
+        chat.say("sign me up")
+        chat.expect(r"t__signup asks:.*Sign up for the course")
+        chat.expect(r"Name.*\(text\)")
+        child.sendline("Ann")
+        chat.expect(r"Age.*\(whole number\)")
+        child.sendline("old")
+        chat.expect("Age needs a whole number")
+        chat.expect(r"Age.*\(whole number\)")
+        child.sendline("33")
+        chat.expect(r"Newsletter.*\(y/n\)")
+        child.sendline("n")
+        chat.expect(r"Plan.*\(1 free / 2 pro\)")
+        child.sendline("free")
+        chat.expect("answered")
+        chat.expect(r"Signed up: Ann \(33\) is on the free plan")
+        chat.say("again")
+        chat.expect(r"Name.*\(text\)")
+        child.sendline("/decline")
+        chat.expect("declined")
+        chat.expect("Not signed up: ")
+        chat.say("bye")
+        assert chat.expect_exit() == 0
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+        server.stop()
+    requests = mock_provider.requests(model)
+    results = [json.dumps(r["messages"][-1]) for r in requests if r["messages"][-1]["role"] == "user"
+               and isinstance(r["messages"][-1]["content"], list)]
+    assert any("Ann (33) is on the free plan" in r for r in results)
+    assert "Ann" not in results[-1]

@@ -1,0 +1,133 @@
+"""A real MCP server written with the ``mcp`` SDK, for the tests: ``python -m
+tests.support.mcp_server stdio`` or ``… http PORT`` (streamable HTTP on 127.0.0.1:PORT/mcp).
+
+Its tools: ``add``; ``hang`` (sleeps until cancelled, and says so on stderr); ``crash`` (the
+process exits mid-call); ``fail`` (an ``isError`` result); ``media`` (an image and a resource
+link); ``greet`` (asks the user's name: an elicitation); ``signup`` (asks for a form of a
+string, an integer, a boolean and a choice); ``trace`` (the ``traceparent`` the request
+carried, as an HTTP header and in ``_meta``); ``grow`` (adds the tool ``extra`` and
+announces the change); ``pid`` (this process's id, to tell a restarted server).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+from typing import Annotated, Literal
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.types import ImageContent, ResourceLink, TextContent
+from pydantic import BaseModel
+
+server = MCPServer("test-tools")
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 24).decode()
+
+
+@server.tool()
+def add(a: int, b: int) -> str:
+    """Add two integers."""
+    return str(a + b)
+
+
+@server.tool()
+async def hang() -> str:
+    """Never finishes on its own."""
+    print("hang: started", file=sys.stderr, flush=True)
+    try:
+        await anyio.sleep_forever()
+    finally:
+        print("hang: cancelled", file=sys.stderr, flush=True)
+    return "unreachable"
+
+
+@server.tool()
+def crash() -> str:
+    """The server process dies during the call."""
+    os._exit(3)
+
+
+@server.tool()
+def fail() -> str:
+    """Always fails."""
+    raise ValueError("the disk is on fire")
+
+
+@server.tool()
+def media() -> list[TextContent | ImageContent | ResourceLink]:
+    """A picture and a link."""
+    return [TextContent(type="text", text="here you are"),
+            ImageContent(type="image", data=PNG, mime_type="image/png"),
+            ResourceLink(type="resource_link", name="report", uri="file:///srv/report.pdf",
+                         mime_type="application/pdf", description="the full report")]
+
+
+class Name(BaseModel):
+    name: str
+
+
+def ask_name() -> Elicit[Name]:
+    return Elicit("What is your name?", Name)
+
+
+@server.tool()
+def greet(who: Annotated[Name, Resolve(ask_name)]) -> str:
+    """Greets the user by name (asks for it)."""
+    return f"Hello, {who.name}!"
+
+
+class Signup(BaseModel):
+    name: str
+    age: int
+    newsletter: bool
+    plan: Literal["free", "pro"]
+
+
+def ask_signup() -> Elicit[Signup]:
+    return Elicit("Sign up for the course", Signup)
+
+
+@server.tool()
+def signup(form: Annotated[Signup, Resolve(ask_signup)]) -> str:
+    """Signs the user up (asks for their details)."""
+    news = "with" if form.newsletter else "without"
+    return f"{form.name} ({form.age}) is on the {form.plan} plan, {news} the newsletter"
+
+
+@server.tool()
+def trace(ctx: Context) -> str:
+    """The trace context this call carried: the HTTP header (streamable HTTP) and ``_meta``."""
+    headers = ctx.headers or {}
+    meta = ctx.request_context.meta or {}
+    return json.dumps({"header": headers.get("traceparent"), "meta": dict(meta).get("traceparent")})
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool `extra`."""
+
+    def extra() -> str:
+        """A tool that appeared later."""
+        return "extra!"
+
+    server.add_tool(extra)
+    await ctx.notify_tools_changed()
+    return "grown"
+
+
+@server.tool()
+def pid() -> str:
+    """This server process's id."""
+    return str(os.getpid())
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "stdio":
+        server.run()
+    else:
+        import uvicorn
+
+        uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")

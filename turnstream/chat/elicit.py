@@ -1,0 +1,108 @@
+"""An MCP server's question in the terminal chat (a form elicitation): its message, then one
+prompt per field of the requested schema (string, number, integer, boolean, a choice), checked
+as typed; an empty line leaves an optional field out. ``/decline`` at any prompt or Ctrl-D
+declines (Ctrl-C cancels the turn, as anywhere in a turn)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from rich.console import Console
+from rich.markup import escape
+
+DECLINE = "/decline"
+YES, NO = ("y", "yes", "true", "1"), ("n", "no", "false", "0")
+
+
+def _choices(prop: dict[str, Any]) -> list[tuple[Any, str]] | None:
+    if isinstance(prop.get("enum"), list):
+        given = prop.get("enumNames")
+        names: list[Any] = given if isinstance(given, list) else []
+        return [(v, str(names[i]) if i < len(names) else str(v)) for i, v in enumerate(prop["enum"])]
+    options = prop.get("oneOf") or prop.get("anyOf")
+    if isinstance(options, list) and options and all(isinstance(o, dict) and "const" in o for o in options):
+        return [(o["const"], str(o.get("title", o["const"]))) for o in options]
+    return None
+
+
+def _parse(prop: dict[str, Any], text: str) -> Any:
+    """The typed value of ``text`` for ``prop``; ValueError saying what fits."""
+    choices = _choices(prop)
+    if choices is not None:
+        for i, (value, label) in enumerate(choices, 1):
+            if text in (str(i), str(value), label):
+                return value
+        raise ValueError("one of " + ", ".join(label for _, label in choices))
+    kind = prop.get("type")
+    if kind == "boolean":
+        if text.lower() in YES:
+            return True
+        if text.lower() in NO:
+            return False
+        raise ValueError("y or n")
+    if kind == "integer":
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError("a whole number") from None
+    if kind == "number":
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError("a number") from None
+    return text
+
+
+def _hint(prop: dict[str, Any], required: bool) -> str:
+    choices = _choices(prop)
+    if choices is not None:
+        kind = " / ".join(f"{i} {label}" for i, (_, label) in enumerate(choices, 1))
+    else:
+        kind = {"boolean": "y/n", "integer": "whole number", "number": "number"}.get(str(prop.get("type")), "text")
+    return kind if required else f"{kind}, optional"
+
+
+_DECLINED, _SKIPPED = object(), object()
+
+
+async def _ask_field(ask: Callable[[str], Awaitable[str | None]], console: Console, key: str,
+                     prop: dict[str, Any], required: bool) -> Any:
+    """One field's value, asked until it fits; ``_SKIPPED`` for an optional field left empty,
+    ``_DECLINED`` when the user declines (``/decline`` or end of input)."""
+    label = str(prop.get("title") or key.replace("_", " "))
+    while True:
+        line = await ask(f"[bold yellow]  {escape(label)}[/] [dim]({escape(_hint(prop, required))})[/] ")
+        if line is None or line.strip() == DECLINE:
+            return _DECLINED
+        text = line.strip()
+        try:
+            if text:
+                return _parse(prop, text)
+            if required:
+                raise ValueError("an answer (it is required)")
+            return _SKIPPED
+        except ValueError as exc:
+            console.print(f"[red]  {escape(label)} needs {escape(str(exc))}[/]", highlight=False)
+
+
+async def ask_elicitation(ask: Callable[[str], Awaitable[str | None]], console: Console, tool_name: str,
+                          elicitation: dict[str, Any]) -> dict[str, Any]:
+    """Ask the user; the keyword arguments of ``Agent.submit`` that answer (``content``, a JSON
+    object as text) or decline (``approved=False``)."""
+    schema = elicitation.get("requested_schema") or {}
+    required = set(schema.get("required") or [])
+    console.print(f"[bold yellow]❓ {escape(tool_name)} asks:[/] {escape(str(elicitation.get('message') or ''))}",
+                  highlight=False)
+    console.print(f"[dim](answer each field; {DECLINE} declines)[/]", highlight=False)
+    content: dict[str, Any] = {}
+    for key, prop in (schema.get("properties") or {}).items():
+        value = await _ask_field(ask, console, key, prop if isinstance(prop, dict) else {}, key in required)
+        if value is _DECLINED:
+            console.print("[red]✗ declined[/]", highlight=False)
+            return {"approved": False}
+        if value is not _SKIPPED:
+            content[key] = value
+    console.print("[green]✓ answered[/]", highlight=False)
+    return {"content": orjson.dumps(content).decode()}

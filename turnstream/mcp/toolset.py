@@ -1,0 +1,405 @@
+"""``MCPToolset``: the tools of one MCP server, as turnstream tools.
+
+    files = MCPToolset.stdio("files", "python", ["files_server.py"], timeout=10)
+    search = MCPToolset.http("search", "https://example.com/mcp", headers={"Authorization": "Bearer …"})
+    agent = Agent("anthropic:claude-sonnet-4-5", tools=[get_weather, files, search])
+
+The connection opens on first use and is held by one background task (the SDK's client is
+a context manager that must be entered and left in one task); calls from any task go
+through it. A server that dies is noticed at once (its in-flight calls end with an error
+result) and started again on the next use. The tool list is cached and listed again after
+the server says it changed (``tools/list_changed``, or a ``subscriptions/listen`` event on
+2026-07-28 connections).
+
+Each call runs under the tool's timeout and the turn's cancel, like any tool: leaving the
+``await`` cancels the MCP request. An ``isError`` result or a protocol error becomes an
+``is_error`` result. A server that asks the user for input (an elicitation, which the
+2026-07-28 protocol returns as ``InputRequiredResult``) pauses the turn (``InputNeeded``);
+the answer comes back through ``ToolContext.answer`` and the call is sent again with it and
+the server's ``request_state``, so nothing is held open while the user thinks.
+
+Why one module of this size: the connection task, the call path and the tool-list cache share
+one lifecycle (a server that dies ends all three at once, and the next use starts them again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Collection, Mapping, Sequence
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING, Any, TextIO, cast
+
+import anyio
+import httpx2
+import mcp_types as mt
+import orjson
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.session import ClientRequestContext, IncomingMessage
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError
+
+from ..errors import InputNeeded, MCPServerError, MCPToolError, UsageError
+from ..tools.executor import format_seconds
+from ..tools.tool import DEFAULT_TIMEOUT, Tool, ToolContext
+from .config import ServerConfig
+from .content import result_text
+from .names import server_name_problem, tool_name
+
+if TYPE_CHECKING:
+    from ..telemetry.otel import Telemetry
+
+log = logging.getLogger("turnstream.mcp")
+
+CONNECT_TIMEOUT = 30.0
+CLOSE_TIMEOUT = 5.0
+CONTEXT_KEY = "__turnstream_context__"
+"""The keyword under which the executor hands an MCP tool its ``ToolContext``."""
+
+
+async def _decline_live_elicitation(context: ClientRequestContext, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+    """An elicitation sent as a request in the middle of a call (servers on protocol versions
+    before 2026-07-28): the call cannot be held open across a pause, so it is declined."""
+    log.warning("an MCP server asked for input mid-call on a pre-2026-07-28 connection; declined "
+                "(turnstream answers elicitations on 2026-07-28 connections)")
+    return mt.ElicitResult(action="decline")
+
+
+class MCPToolset:
+    """The tools of one MCP server: ``stdio(...)`` or ``http(...)``, or from a config entry."""
+
+    def __init__(self, name: str, *, command: str | None = None, args: Sequence[str] = (),
+                 env: Mapping[str, str] | None = None, cwd: str | None = None, url: str | None = None,
+                 headers: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 requires_approval: bool = False, tools: Collection[str] | None = None,
+                 stderr: TextIO | None = None) -> None:
+        problem = server_name_problem(name)
+        if problem is not None:
+            raise UsageError(problem)
+        if (command is None) == (url is None):
+            raise UsageError(f"MCP server {name!r}: give either command (stdio) or url (streamable HTTP)")
+        if timeout <= 0:
+            raise UsageError(f"MCP server {name!r}: timeout must be positive")
+        self.name = name
+        self.command, self.args, self.env, self.cwd = command, list(args), dict(env or {}), cwd
+        self.url, self.headers = url, dict(headers or {})
+        self.timeout = timeout
+        self.requires_approval = requires_approval
+        self.allowed = set(tools) if tools is not None else None
+        self.stderr = stderr
+        self._tools: list[Tool] | None = None
+        self._stale = True
+        self._client: Client | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._lock: asyncio.Lock | None = None
+        self._ending: set[asyncio.Task[None]] = set()
+        """Connections let go of (their server stopped), until their tasks end."""
+
+    @classmethod
+    def stdio(cls, name: str, command: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
+              cwd: str | None = None, timeout: float = DEFAULT_TIMEOUT, requires_approval: bool = False,
+              tools: Collection[str] | None = None, stderr: TextIO | None = None) -> MCPToolset:
+        """A server this process starts (``command args``) and talks to over its stdin and stdout."""
+        return cls(name, command=command, args=args, env=env, cwd=cwd, timeout=timeout,
+                   requires_approval=requires_approval, tools=tools, stderr=stderr)
+
+    @classmethod
+    def http(cls, name: str, url: str, *, headers: Mapping[str, str] | None = None,
+             timeout: float = DEFAULT_TIMEOUT, requires_approval: bool = False,
+             tools: Collection[str] | None = None) -> MCPToolset:
+        """A server reached over streamable HTTP at ``url``, sending ``headers`` with each request."""
+        return cls(name, url=url, headers=headers, timeout=timeout, requires_approval=requires_approval,
+                   tools=tools)
+
+    @classmethod
+    def from_config(cls, name: str, entry: ServerConfig, *, stderr: TextIO | None = None) -> MCPToolset:
+        return cls(name, command=entry.command, args=entry.args, env=entry.env, cwd=entry.cwd, url=entry.url,
+                   headers=entry.headers, timeout=entry.timeout, requires_approval=entry.requires_approval,
+                   tools=entry.tools, stderr=stderr)
+
+    def __repr__(self) -> str:  # no headers or env: they may hold secrets
+        where = self.url if self.url is not None else self.command
+        return f"MCPToolset({self.name!r}, {where!r})"
+
+    # -- the toolset protocol ----------------------------------------------------------------
+
+    async def list_tools(self) -> list[Tool]:
+        if self._tools is not None and not self._stale:
+            return self._tools
+        try:
+            client = await self._connected()
+            self._stale = False  # a change announced while listing marks it stale again
+            listed: list[mt.Tool] = []
+            cursor: str | None = None
+            while True:
+                with anyio.fail_after(self.timeout):
+                    page = await client.list_tools(cursor=cursor)
+                listed.extend(page.tools)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        except Exception as exc:
+            self._stale = True
+            log.warning("MCP server %s: could not list its tools (%s: %s); using the %s", self.name,
+                        type(exc).__name__, exc, "last list" if self._tools is not None else "empty list")
+            return self._tools or []
+        self._tools = self._wrap_all(listed)
+        log.info("MCP server %s: %d tools", self.name, len(self._tools))
+        return self._tools
+
+    def known_tool_names(self) -> set[str]:
+        return {t.name for t in self._tools or []}
+
+    def _drop(self, client: Client) -> None:
+        """The connection of ``client`` broke: the next call connects again."""
+        self._stale = True
+        if self._client is not client or self._task is None:
+            return
+        if self._stop is not None:
+            self._stop.set()
+        task = self._task
+        self._ending.add(task)
+        task.add_done_callback(self._ending.discard)
+        self._client = self._task = self._stop = None
+
+    async def aclose(self) -> None:
+        for ending in list(self._ending):
+            ending.cancel()
+        task, stop = self._task, self._stop
+        self._task = self._stop = None
+        self._client = None
+        if task is None or stop is None or task.done():
+            return
+        stop.set()
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await asyncio.shield(task)
+        except TimeoutError:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def __aenter__(self) -> MCPToolset:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- tools -------------------------------------------------------------------------------
+
+    def _wrap_all(self, listed: list[mt.Tool]) -> list[Tool]:
+        tools: dict[str, Tool] = {}
+        for t in listed:
+            if self.allowed is not None and t.name not in self.allowed:
+                continue
+            name = tool_name(self.name, t.name)
+            if name in tools:
+                log.warning("MCP server %s: tool %r has the same name as another one (%s); left out",
+                            self.name, t.name, name)
+                continue
+            tools[name] = self._wrap(name, t)
+        return list(tools.values())
+
+    def _wrap(self, name: str, remote: mt.Tool) -> Tool:
+        async def call(**args: Any) -> str:
+            ctx = args.pop(CONTEXT_KEY)
+            assert isinstance(ctx, ToolContext)
+            return await self.call(remote.name, args, ctx)
+
+        schema = dict(remote.input_schema) if remote.input_schema else {"type": "object", "properties": {}}
+        schema.pop("title", None)
+        description = remote.description or remote.title or f"The tool {remote.name} of the MCP server {self.name}."
+        return Tool(name=name, description=description, input_schema=schema, fn=call, timeout=self.timeout,
+                    requires_approval=self.requires_approval, is_async=True, context_param=CONTEXT_KEY)
+
+    async def call(self, remote: str, args: dict[str, Any], ctx: ToolContext) -> str:
+        """Call the server's tool ``remote``: the result's text, or ``MCPToolError`` /
+        ``MCPServerError``, or ``InputNeeded`` when the server asks the user something."""
+        client = await self._connected()
+        extra: dict[str, Any] = {}
+        if ctx.answer is not None:
+            state = ctx.answer.get("state") or {}
+            if state.get("server") != self.name:
+                raise MCPServerError("the answer given does not belong to this server's question")
+            action = ctx.answer.get("action", "decline")
+            reply = (mt.ElicitResult(action="accept", content=ctx.answer.get("content") or {})
+                     if action == "accept" else mt.ElicitResult(action=action))
+            extra = {"input_responses": {state["key"]: reply}, "request_state": state.get("request_state")}
+        try:
+            result = await self._mcp_call(client, remote, args, extra, ctx.telemetry)
+        except MCPError as exc:
+            if exc.error.code == mt.CONNECTION_CLOSED:
+                self._drop(client)
+                raise MCPServerError(f"the MCP server {self.name!r} stopped during the call; it is started "
+                                     "again on the next call") from None
+            if ctx.answer is not None:
+                raise MCPServerError(
+                    f"the MCP server {self.name!r} no longer takes the answer to its question ({exc}); it was "
+                    "probably started again since it asked, and the call it asked from is lost. To go on, call "
+                    "the tool again (the question is asked again)") from None
+            raise MCPServerError(f"the MCP server {self.name!r} answered with an error: {exc}") from None
+        if isinstance(result, mt.InputRequiredResult):
+            raise self._question(result, answered=ctx.answer is not None)
+        if not isinstance(result, mt.CallToolResult):
+            raise MCPServerError(f"the MCP server {self.name!r} sent a result of a kind turnstream does not know")
+        text = result_text(result)
+        if result.is_error:
+            raise MCPToolError(text or "the tool reported an error")
+        return text
+
+    async def _mcp_call(self, client: Client, remote: str, args: dict[str, Any], extra: dict[str, Any],
+                        telemetry: Telemetry | None) -> mt.CallToolResult | mt.InputRequiredResult:
+        """The one place an MCP ``tools/call`` is sent. With telemetry on, inside a client span
+        (named and described as the MCP semantic conventions say) whose trace context goes in
+        the request's ``_meta`` (and, over HTTP, the ``traceparent`` header: ``_trace_headers``)."""
+        result: mt.CallToolResult | mt.InputRequiredResult
+        if telemetry is None:
+            result = await client.session.call_tool(remote, args, allow_input_required=True, **extra)
+            return result
+        with telemetry.client_span(f"tools/call {remote}", self._span_attributes(remote)) as carrier:
+            meta = cast(mt.RequestParamsMeta, dict(carrier))
+            result = await client.session.call_tool(remote, args, allow_input_required=True, meta=meta, **extra)
+        return result
+
+    def _span_attributes(self, remote: str) -> dict[str, str | int]:
+        attrs: dict[str, str | int] = {"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool",
+                                       "gen_ai.tool.name": remote, "turnstream.mcp.server": self.name}
+        if self.url is None:
+            attrs["network.transport"] = "pipe"
+            return attrs
+        url = httpx2.URL(self.url)
+        attrs.update({"network.transport": "tcp", "server.address": url.host})
+        if url.port is not None:
+            attrs["server.port"] = url.port
+        return attrs
+
+    def _question(self, result: mt.InputRequiredResult, *, answered: bool) -> InputNeeded | MCPServerError:
+        """The first form elicitation of an ``InputRequiredResult`` as ``InputNeeded`` (the server
+        asks any others on the next round); an error for what turnstream cannot answer."""
+        for key, request in (result.input_requests or {}).items():
+            if isinstance(request, mt.ElicitRequest) and isinstance(request.params, mt.ElicitRequestFormParams):
+                state = {"server": self.name, "key": key, "request_state": result.request_state}
+                return InputNeeded(request.params.message, dict(request.params.requested_schema), state)
+        kinds = sorted({r.method for r in (result.input_requests or {}).values()})
+        return MCPServerError(f"the MCP server {self.name!r} asked for input turnstream does not give "
+                              f"({', '.join(kinds) or 'a state-only retry'})")
+
+    # -- the connection ----------------------------------------------------------------------
+
+    async def _connected(self) -> Client:
+        """The live client, connecting (again) first when there is none."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._client is not None and self._task is not None and not self._task.done():
+                return self._client
+            if self._task is not None:
+                log.info("MCP server %s: connecting again", self.name)
+            loop = asyncio.get_running_loop()
+            ready: asyncio.Future[Client] = loop.create_future()
+            self._stop = asyncio.Event()
+            self._task = asyncio.create_task(self._hold(ready, self._stop), name=f"mcp:{self.name}")
+            try:
+                async with asyncio.timeout(CONNECT_TIMEOUT):
+                    self._client = await asyncio.shield(ready)
+            except TimeoutError:
+                self._task.cancel()
+                raise MCPServerError(f"the MCP server {self.name!r} did not answer within "
+                                     f"{format_seconds(CONNECT_TIMEOUT)}") from None
+            except MCPServerError:
+                raise
+            except Exception as exc:
+                raise MCPServerError(f"could not connect to the MCP server {self.name!r}: "
+                                     f"{type(exc).__name__}: {exc}") from None
+            self._stale = True
+            return self._client
+
+    def _transport(self, stack: AsyncExitStack) -> Any:
+        if self.url is not None:
+            http = httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0),
+                                      event_hooks={"request": [_trace_headers]})
+            stack.push_async_callback(http.aclose)
+            return streamable_http_client(self.url, http_client=http)
+        assert self.command is not None
+        params = StdioServerParameters(command=self.command, args=self.args, env=self.env or None, cwd=self.cwd)
+        return stdio_client(params, errlog=self.stderr or sys.stderr)
+
+    async def _hold(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
+        """The connection's task: open it, keep it until ``stop``, notice when it breaks."""
+        try:
+            async with AsyncExitStack() as stack:
+                client = Client(self._transport(stack), cache=None, elicitation_callback=_decline_live_elicitation,
+                                message_handler=self._on_message)
+                await stack.enter_async_context(client)
+                ready.set_result(client)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._watch_changes, client)
+                    await stop.wait()
+                    tg.cancel_scope.cancel()
+        except asyncio.CancelledError:
+            if not ready.done():
+                ready.cancel()
+            raise
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(_first(exc))
+            elif not stop.is_set():
+                log.warning("MCP server %s: the connection ended (%s)", self.name, _first(exc))
+        finally:
+            self._stale = True
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, mt.ServerNotification) and isinstance(message, mt.ToolListChangedNotification):
+            self._stale = True
+        await anyio.lowlevel.checkpoint()
+
+    async def _watch_changes(self, client: Client) -> None:
+        """On 2026-07-28 connections, tool-list changes arrive on a ``subscriptions/listen`` stream."""
+        try:
+            async with client.listen(tools_list_changed=True) as sub:
+                async for _event in sub:
+                    self._stale = True
+        except ListenNotSupportedError:
+            return  # older servers send notifications/tools/list_changed (``_on_message``)
+        except Exception as exc:
+            log.info("MCP server %s: not watching for tool-list changes (%s: %s)", self.name,
+                     type(exc).__name__, exc)
+
+
+async def _trace_headers(request: httpx2.Request) -> None:
+    """A request whose ``_meta`` carries a trace context (``traceparent``, ``tracestate``: a call
+    made in a span) carries it as the W3C headers too, for servers and proxies that read only
+    those. The requests are sent from the connection's own task, where the caller's span is not
+    current, so the body, written in the caller's task, is where the context is found."""
+    if request.method != "POST" or b'"traceparent"' not in request.content:
+        return
+    try:
+        message = orjson.loads(request.content)
+    except orjson.JSONDecodeError:
+        return
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if isinstance(meta, dict):
+        for key in ("traceparent", "tracestate"):
+            if isinstance(meta.get(key), str):
+                request.headers[key] = meta[key]
+
+
+def _first(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (what the task groups of the SDK raise)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def toolsets_from_config(path: str, *, stderr: TextIO | None = None) -> list[MCPToolset]:
+    """One ``MCPToolset`` per server of the ``--mcp-config`` file at ``path``."""
+    from .config import load_mcp_config
+
+    config = load_mcp_config(path)
+    return [MCPToolset.from_config(name, entry, stderr=stderr) for name, entry in config.mcpServers.items()]
+
+
+__all__ = ["MCPServerError", "MCPToolError", "MCPToolset", "toolsets_from_config"]

@@ -1,0 +1,20 @@
+-- 0007: images and files of messages, stored once by content hash (every turn, session and
+-- tool result that holds the same bytes refers to the one row), and the messages a user sent
+-- while a turn of the session ran, kept here so that the process running the turn sees them
+-- wherever they arrived; the runner takes them (deletes them) at its next step.
+CREATE TABLE blobs (
+    sha256      TEXT PRIMARY KEY,
+    media_type  TEXT NOT NULL,
+    size        INTEGER NOT NULL,
+    data        BLOB NOT NULL,
+    created_at  REAL NOT NULL
+);
+
+CREATE TABLE queued_messages (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id   TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    text         TEXT NOT NULL,
+    attachments  TEXT NOT NULL,
+    created_at   REAL NOT NULL
+);
+CREATE INDEX queued_messages_by_session ON queued_messages (session_id, id);

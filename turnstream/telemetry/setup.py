@@ -1,0 +1,61 @@
+"""The OpenTelemetry SDK set up from the standard variables (imported only when they ask for it).
+
+Traces and metrics go to OTLP over HTTP (protobuf), or to the console
+(``OTEL_TRACES_EXPORTER=console``), or nowhere (``none``). The exporters read their own
+variables (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``…_HEADERS``, ``…_TIMEOUT``), the batch
+processor its ``OTEL_BSP_*``, the metric reader ``OTEL_METRIC_EXPORT_INTERVAL``, the
+resource ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``. The providers become the
+global ones, so that other instrumentation in the process joins the same traces.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from opentelemetry import metrics, trace
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+from .otel import Telemetry
+
+log = logging.getLogger("turnstream.telemetry")
+
+
+def _choice(variable: str) -> str:
+    value = os.environ.get(variable, "").strip().lower() or "otlp"
+    if value not in ("otlp", "console", "none"):
+        log.warning("%s=%s is not one turnstream exports to (otlp, console, none); using otlp", variable, value)
+        return "otlp"
+    return value
+
+
+def from_env() -> Telemetry:
+    protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf")
+    if protocol != "http/protobuf":
+        log.warning("OTEL_EXPORTER_OTLP_PROTOCOL=%s: turnstream exports http/protobuf only", protocol)
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "turnstream"})
+    tracer_provider = TracerProvider(resource=resource)
+    traces = _choice("OTEL_TRACES_EXPORTER")
+    if traces != "none":
+        exporter = OTLPSpanExporter() if traces == "otlp" else ConsoleSpanExporter()
+        tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+    readers: list[MetricReader] = []
+    what = _choice("OTEL_METRICS_EXPORTER")
+    if what != "none":
+        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter() if what == "otlp"
+                                                     else ConsoleMetricExporter()))
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    trace.set_tracer_provider(tracer_provider)
+    metrics.set_meter_provider(meter_provider)
+    log.info("OpenTelemetry on: traces to %s, metrics to %s", traces, what)
+    return Telemetry(tracer_provider, meter_provider)
+
+
+__all__ = ["from_env"]
