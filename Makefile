@@ -28,17 +28,18 @@ $(SERVE_STAMP): pyproject.toml | $(BIN)/python
 	@$(BIN)/pip install --disable-pip-version-check --progress-bar on -e ".[server,notebook]"
 	@rm -f $(VENV)/.serve-* && touch $(SERVE_STAMP)
 
-# The web page's syntax highlighter (highlight.js, pinned by web/package-lock.json) is copied into the
-# package here, at make time; the server serves it as plain files, so nothing needs Node at run time.
-# Without npm (or offline) the page works and shows code without colours.
-HLJS := turnstream/server/static/vendor/highlight
-web-assets: $(HLJS)/.stamp
-$(HLJS)/.stamp: web/package-lock.json scripts/copy-web-assets.sh
+# The web page's syntax highlighter (highlight.js) and the notebook's code editor (CodeMirror 6, bundled
+# by esbuild), pinned by web/package-lock.json, are put into the package here, at make time; the
+# server serves them as plain files, so nothing needs Node at run time.
+# Without npm (or offline) the page works: code shows without colours, cells edit in text boxes.
+VENDOR := turnstream/server/static/vendor
+web-assets: $(VENDOR)/.stamp
+$(VENDOR)/.stamp: web/package-lock.json web/src/editor.js scripts/copy-web-assets.sh
 	@if command -v npm >/dev/null 2>&1; then \
-	  echo "==> Fetching the web page's syntax highlighter (npm ci in web/)"; \
-	  if (cd web && npm ci --no-audit --no-fund --loglevel=error) && bash scripts/copy-web-assets.sh $(HLJS); then \
-	    touch $@; else echo "    (could not fetch it: the page will show code without colours)"; fi; \
-	else echo "==> npm not found: the web page will show code without colours"; fi
+	  echo "==> Fetching the web page's syntax highlighter and code editor (npm ci in web/)"; \
+	  if (cd web && npm ci --no-audit --no-fund --loglevel=error) && bash scripts/copy-web-assets.sh $(VENDOR); then \
+	    touch $@; else echo "    (could not fetch them: code shows without colours, cells edit in plain text boxes)"; fi; \
+	else echo "==> npm not found: code shows without colours, cells edit in plain text boxes"; fi
 
 serve: $(if $(wildcard $(STAMP)),$(STAMP),$(SERVE_STAMP)) web-assets sandbox
 	@echo "==> Starting the server (Ctrl-C stops it)"
@@ -85,4 +86,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .interop .mypy_cache .pytest_cache .ruff_cache web/node_modules $(HLJS)
+	rm -rf $(VENV) .interop .mypy_cache .pytest_cache .ruff_cache web/node_modules $(VENDOR)/highlight $(VENDOR)/codemirror $(VENDOR)/.stamp

@@ -10,13 +10,18 @@ Screenshots go to ``tests/e2e/screenshots/``.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+import nbclient
+import nbformat
 import pytest
 
 from tests.support.server import Server, start_server
@@ -61,10 +66,55 @@ def server_without_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     srv.stop()
 
 
-def _run(server: Server, name: str, file: str = "web.test.mjs") -> None:
+@pytest.fixture(scope="module")
+def gated_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The demo server with the tests' ``wait_for_gate`` tool: a turn waits in it until the test
+    writes to the FIFO ``TURNSTREAM_TEST_GATE`` names; and ``snapshot``, which returns an image."""
+    _ensure_tools()
+    tmp = tmp_path_factory.mktemp("web-gate")
+    gate = tmp / "gate"
+    os.mkfifo(gate)
+    srv = start_server(tmp, env={"TURNSTREAM_TOOLS": "tests.support.protocol_tools:WEB_TOOLS",
+                                 "PYTHONPATH": str(ROOT), "TURNSTREAM_TEST_GATE": str(gate),
+                                 "TURNSTREAM_SCENARIO_DIR": str(HERE / "scenarios")})
+    srv.gate = gate  # type: ignore[attr-defined]
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def budget_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """``turnstream serve`` with a 300-token turn budget and a price for the budget scenario's model."""
+    _ensure_tools()
+    folder = tmp_path_factory.mktemp("web-budget")
+    prices = folder / "prices.json"
+    prices.write_text('{"scripted:e2e-budget": {"input": 1, "output": 2, "cache_read": 0.1, "cache_write": 1.25}}')
+    srv = start_server(folder, env={"TURNSTREAM_SCENARIO_DIR": str(HERE / "scenarios"),
+                                    "TURNSTREAM_BUDGET_TURN_TOKENS": "300", "TURNSTREAM_PRICES": str(prices)})
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The demo server with ``--mcp-config`` naming the tests' MCP server over stdio as ``t``."""
+    _ensure_tools()
+    tmp = tmp_path_factory.mktemp("web-mcp")
+    config = tmp / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"t": {
+        "command": sys.executable, "args": ["-m", "tests.support.mcp_server", "stdio"], "cwd": str(ROOT),
+        "timeout": 20}}}))
+    srv = start_server(tmp, env={"TURNSTREAM_MCP_CONFIG": str(config),
+                                 "TURNSTREAM_SCENARIO_DIR": str(HERE / "scenarios")})
+    yield srv
+    srv.stop()
+
+
+def _run(server: Server, name: str, file: str = "web.test.mjs", env: dict[str, str] | None = None) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TURNSTREAM_URL": server.url.rstrip("/"),
-           "TURNSTREAM_KEY": server.key or "", "SCREENSHOT_DIR": str(SCREENSHOTS), "CHROMIUM": str(CHROMIUM)}
+           "TURNSTREAM_KEY": server.key or "", "SCREENSHOT_DIR": str(SCREENSHOTS), "CHROMIUM": str(CHROMIUM),
+           "TURNSTREAM_TEST_GATE": str(getattr(server, "gate", "")), **(env or {})}
     proc = subprocess.run(
         ["node", "--test", "--test-reporter=spec", f"--test-name-pattern={re.escape(name)}", file],
         cwd=HERE, env=env, capture_output=True, text=True, timeout=240)
@@ -93,6 +143,10 @@ def test_approve_delete_cell(server: Server) -> None:
 
 def test_deny_delete_cell(server: Server) -> None:
     _run(server, "denying delete_cell")
+
+
+def test_always_allow_a_tool_in_the_session(server: Server) -> None:
+    _run(server, "always allowing a tool in a session")
 
 
 def test_client_side_tool(server: Server) -> None:
@@ -131,6 +185,10 @@ def test_notebook_says_why_no_cell_runs_without_a_sandbox(server_without_sandbox
     _run(server_without_sandbox, "the notebook pane says why no cell can run")
 
 
+def test_budget_pause_and_usage_footer(budget_server: Server) -> None:
+    _run(budget_server, "a turn at its budget asks to continue")
+
+
 # Issue 16, "the first hour" (first-hour.test.mjs) ------------------------------------------------
 
 def test_tool_calls_are_one_line_and_open_formatted(server: Server) -> None:
@@ -164,3 +222,74 @@ def test_provider_error_in_words_with_retry(server: Server) -> None:
 
 def test_delete_asks_in_the_pages_dialog(server: Server) -> None:
     _run(server, "deleting a chat asks in the page's dialog", "first-hour.test.mjs")
+
+
+def test_pasted_and_dropped_attachments_are_sent_and_shown(server: Server) -> None:
+    _run(server, "a pasted image and a dropped PDF", "messages.test.mjs")
+
+
+def test_a_message_while_the_turn_runs_is_queued_then_delivered(gated_server: Server) -> None:
+    _run(gated_server, "a message sent while the turn runs", "messages.test.mjs")
+
+
+def test_a_message_while_approval_waits_denies_it(server: Server) -> None:
+    _run(server, "a message sent while a call waits for approval", "messages.test.mjs")
+
+
+def test_agents_are_named_on_their_messages(server: Server) -> None:
+    _run(server, "each assistant message names the agent", "agents.test.mjs")
+
+
+# Issue 17, tools that need the user (questions.test.mjs) ------------------------------------------
+
+def test_an_mcp_tool_runs_inline(mcp_server: Server) -> None:
+    _run(mcp_server, "an MCP tool runs inline", "questions.test.mjs")
+
+
+def test_an_mcp_question_is_a_form_answered_or_declined(mcp_server: Server) -> None:
+    _run(mcp_server, "an MCP server's question is a form", "questions.test.mjs")
+
+
+def test_a_denials_typed_reason_reaches_the_model(server: Server) -> None:
+    _run(server, "a denial's typed reason reaches the model", "questions.test.mjs")
+
+
+# Issue 15, the notebook people work in (notebook.test.mjs) ---------------------------------------
+
+def test_notebook_cells_edit_run_add_move_delete(server: Server) -> None:
+    _run(server, "cells: type and Shift+Enter", "notebook.test.mjs")
+
+
+def test_notebook_edits_reach_the_assistant_and_other_tabs_with_conflicts_shown(server: Server) -> None:
+    _run(server, "a user's edit reaches the assistant", "notebook.test.mjs")
+
+
+def test_notebook_csv_from_the_chat_is_charted_and_the_ipynb_runs_in_jupyter(server: Server, tmp_path: Path) -> None:
+    _run(server, "a CSV attached in the chat", "notebook.test.mjs", env={"DOWNLOAD_DIR": str(tmp_path)})
+    # The page's download, as a user would open it in Jupyter: valid, and it runs without error
+    # in a clean kernel with the same data file beside it.
+    doc = nbformat.read(tmp_path / "notebook.ipynb", as_version=4)
+    nbformat.validate(doc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # jupyter_client's own, about its paths
+        nbclient.NotebookClient(doc, timeout=120, kernel_name="python3",
+                                resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for cell in doc.cells for o in cell.outputs]
+    assert not [o for o in outputs if o["output_type"] == "error"]
+    assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs)
+
+
+def test_notebook_csv_dropped_on_the_notebook_is_charted(server: Server) -> None:
+    _run(server, "a CSV dropped on the notebook", "notebook.test.mjs")
+
+
+def test_notebook_stop_during_run_cell_leaves_no_cell_running(server: Server) -> None:
+    _run(server, "Stop while run_cell runs", "notebook.test.mjs")
+
+
+def test_notebook_without_the_editor_bundle_uses_text_boxes(server: Server) -> None:
+    _run(server, "without the editor bundle", "notebook.test.mjs")
+
+
+def test_an_image_from_a_tool_is_shown(gated_server: Server) -> None:
+    _run(gated_server, "an image a tool returns", "messages.test.mjs")

@@ -162,6 +162,42 @@ async function approvalRun(decision) {
 test("approving delete_cell deletes the cell", () => approvalRun("approve"));
 test("denying delete_cell keeps the cell and tells the model", () => approvalRun("deny"));
 
+test("always allowing a tool in a session stops the questions", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Always allow", "always_allow.json");
+    const page = await openPage(context, session.id);
+    await send(page, "Add a cell, then delete it");
+    const first = lastTurn(page).locator(".block-tool[aria-label='Tool call delete_cell']");
+    const always = first.getByRole("button", { name: "Always allow delete_cell in this session" });
+    await always.waitFor();
+    await waitTurnStatus(page, "awaiting_client");
+    await shot(page, "always-allow-asked");
+    await always.click();
+    await waitTurnStatus(page, "complete");
+    assert.equal(await first.getAttribute("data-state"), "done");
+    assert.match(await lastTurn(page).locator(".block-text").last().textContent(), /First delete: .*deleted/);
+    // The next turn deletes without asking: it never waits, and its card has no buttons.
+    await send(page, "Once more");
+    await page.waitForFunction(() => document.querySelectorAll(".turn").length === 2);
+    await waitTurnStatus(page, "complete");
+    const second = lastTurn(page).locator(".block-tool[aria-label='Tool call delete_cell']");
+    assert.equal(await second.getAttribute("data-state"), "done");
+    assert.equal(await second.locator(".tool-actions button").count(), 0);
+    assert.equal(await page.locator(".cell").count(), 0, "both cells were deleted");
+    const audit = await api(`/api/sessions/${session.id}/audit`);
+    const deletes = audit.tool_runs.filter((r) => r.tool === "delete_cell");
+    assert.deepEqual(deletes.map((r) => [r.decision.source, r.decision.always]), [["user", true], ["session_grant", false]]);
+    assert.deepEqual(audit.grants.map((g) => g.tool), ["delete_cell"]);
+    const turns = await api(`/api/sessions/${session.id}`);
+    assert.equal(turns.turns[1].status, "complete");
+    await shot(page, "always-allow-done");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
 test("a client-side tool runs in the browser and its answer reaches the model", async () => {
   const context = await launch();
   try {
@@ -461,6 +497,29 @@ test("the notebook pane says why no cell can run when there is no sandbox", asyn
     assert.match(warning, /^No notebook cell can run: bubblewrap \(bwrap\)/);
     assert.match(warning, /apt install bubblewrap/);
     await shot(page, "no-sandbox");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("a turn at its budget asks to continue, and its footer shows tokens, cache and cost", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Budget", "budget.json");
+    const page = await openPage(context, session.id);
+    await send(page, "What is in the notebook?");
+    await waitTurnStatus(page, "awaiting_client");
+    const note = lastTurn(page).locator(".block-note").last();
+    assert.match(await note.textContent(), /Budget reached: this turn has used 360 tokens of its 300 tokens\. Approve to continue with another 300 tokens/);
+    const card = lastTurn(page).locator(".block-tool[data-state='approval']");
+    await shot(page, "budget-asked");
+    await card.getByRole("button", { name: "Approve get_notebook_state" }).click();
+    await waitTurnStatus(page, "complete");
+    const footer = await lastTurn(page).locator(".turn-footer").textContent();
+    // 3 steps of 100 in / 20 out, 50 read from and 10 written to the cache; priced by TURNSTREAM_PRICES.
+    assert.match(footer, /3 steps · 300 in · 60 out tokens · cache 150 read · 30 written · \$0\.0005/);
+    await shot(page, "budget-done");
     assert.deepEqual(page.errors, []);
   } finally {
     await context.close();

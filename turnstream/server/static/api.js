@@ -55,9 +55,12 @@ export const api = {
       init.body = JSON.stringify(body);
       init.headers["Content-Type"] = "application/json";
     }
+    const sentWith = this.key;
     const resp = await fetch(path, init);
     if (resp.status === 401) {
-      this.onUnauthorised();
+      // Only a refusal of the key in use asks again: one answered after the user typed a new key
+      // (a request still in flight with the old one) must not reopen the login dialog.
+      if (sentWith === this.key) this.onUnauthorised();
       throw new ApiError(401, "unauthorised");
     }
     return resp;

@@ -9,18 +9,23 @@
 //   sessions.js  the chat list                      dialog.js    the page's confirmation dialog
 //   live.js      the session's WebSocket            layout.js    drawer and tabs on small screens
 //   markdown.js  the model's text                   highlight.js code colours (highlight.js)
-//   notebook.js  the notebook pane                  theme.js     charts in the page's theme
+//   notebook.js  the notebook pane, its cells        theme.js     charts in the page's theme
+//   editor.js    a cell's code editor               outputs.js   a cell's outputs
+//   datafiles.js data files: list, upload, chat      ipynb.js     .ipynb download and import
 //   sse.js       reading an event stream
 
 import { KEY_STORAGE, api, fragment, setFragment, takeKeyFromFragment } from "./api.js";
 import { Chat } from "./chat.js";
+import { DataFiles } from "./datafiles.js";
 import { $, toast } from "./dom.js";
+import { loadEditor } from "./editor.js";
+import { Ipynb } from "./ipynb.js";
 import { Layout } from "./layout.js";
 import { Live } from "./live.js";
 import { NotebookView } from "./notebook.js";
 import { Sessions } from "./sessions.js";
 import { parseEventId } from "./sse.js";
-import { setCellLabeler } from "./toolview.js";
+import { relabelCells, setCellLabeler } from "./toolview.js";
 import { ENDED, TurnView } from "./turn.js";
 
 const SESSION_STORAGE = "turnstream.session";
@@ -62,10 +67,17 @@ const app = {
     this.layout = new Layout();
     this.chat = new Chat(this);
     this.sessions = new Sessions(this);
-    this.notebook = new NotebookView($("#notebook"));
+    this.notebook = new NotebookView($("#notebook"), { onPlaces: relabelCells });
+    this.files = new DataFiles(this);
+    this.ipynb = new Ipynb(this);
     this.live = new Live({
       onNotebook: (msg) => {
+        if (msg.type === "notebook_files") {
+          this.files.show(msg.files);
+          return;
+        }
         this.notebook.apply(msg);
+        if (msg.type === "notebook_state") this.files.show(msg.files);
         this.layout.notebookChanged(this.notebook.cells.size);
       },
       onTitle: (id, title) => this.sessions.setTitle(id, title),
@@ -94,6 +106,7 @@ const app = {
 
   async boot() {
     this.loadConfig();
+    await loadEditor(); // CodeMirror, or plain text boxes when its bundle is absent
     let items;
     try {
       items = await this.sessions.refresh();
@@ -144,7 +157,8 @@ const app = {
     setFragment(frag);
     document.body.dataset.sessionId = session.id;
     $("#chat-title").textContent = session.title || (session.turns?.length ? "Untitled chat" : "New chat");
-    this.notebook.clear();
+    this.notebook.open(session.id);
+    this.files.show([]);
     this.layout.notebookChanged(0);
     this.live.connect(session.id); // its hello message carries the notebook
     await this.chat.load(session);
@@ -175,7 +189,8 @@ const app = {
     setFragment(frag);
     delete document.body.dataset.sessionId;
     this.live.close();
-    this.notebook.clear();
+    this.notebook.open(null);
+    this.files.show([]);
     this.layout.notebookChanged(0);
     this.chat.reset(null);
     this.chat.showIntro(this.config?.demo);
@@ -196,6 +211,7 @@ const app = {
       if (name !== "turn_start" || chat.turns.some((t) => !t.turnId)) return;
       view = chat.addTurn(new TurnView(chat, { turnId: tid, input: "…" }));
       view.remote = true;
+      chat.deliverQueued(view);
       chat.active = view;
       this.fillInput(view, chat.sessionId);
     }

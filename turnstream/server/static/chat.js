@@ -2,6 +2,7 @@
 // turn's event stream (resuming after a drop or a reload), the tools that run in this browser.
 
 import { api, errorText } from "./api.js";
+import { ComposerAttachments } from "./attachments.js";
 import { $, announce, h, toast } from "./dom.js";
 import { parseEventId, readEvents } from "./sse.js";
 import { ENDED, TurnView, recallN } from "./turn.js";
@@ -41,6 +42,7 @@ export class Chat {
     this.input = $("#message");
     this.sendBtn = $("#send");
     this.stopBtn = $("#stop");
+    this.attachments = new ComposerAttachments(this.form, $("#attachment-chips"));
     this.sessionId = null;
     this.turns = [];
     this.active = null; // the TurnView being streamed
@@ -138,32 +140,48 @@ export class Chat {
   updateControls() {
     const running = Boolean(this.active && this.active.status === "running");
     const waiting = Boolean(this.active && this.active.status === "awaiting_client");
-    this.sendBtn.disabled = running || waiting || (!this.sessionId && !this.app.ready);
+    this.sendBtn.disabled = !this.sessionId && !this.app.ready;
     this.stopBtn.hidden = !(running || waiting);
-    $("#chat-status").textContent = running ? "Assistant is working…" : waiting ? "Waiting for you" : "";
+    $("#chat-status").textContent = running ? "Assistant is working… (a message sent now is queued for it)"
+      : waiting ? "Waiting for you" : "";
     document.body.classList.toggle("turn-running", running);
   }
 
-  // Sends `text` (the composer's text when none is given). A new chat is created on the
-  // server only now, with its first message, so an empty chat is never left behind.
+  // Sends `text` (the composer's text and attachments when none is given). A new chat is
+  // created on the server only now, with its first message, so an empty chat is never left
+  // behind. While a turn is open the message goes to it (docs/steering.md): queued for its
+  // next step, or the reason for denying the calls that wait for approval.
   async send(text = null) {
     const message = (text ?? this.input.value).trim();
-    if (!message) return false;
-    if (this.busy) {
-      toast("A turn is still running in this chat. Stop it first.", "info");
+    if (!message) {
+      if (text === null && this.attachments.count) toast("Add a few words about the attachments.", "info");
       return false;
     }
+    const open = this.busy ? this.active : null;
     const fresh = !this.sessionId;
     if (fresh && !(await this.app.startSession())) return false;
+    let taken = { parts: [], row: null, files: [] };
     if (text === null) {
+      taken = await this.attachments.takeAll();
       this.input.value = "";
       this.autosize();
     }
-    const view = this.addTurn(new TurnView(this, { input: message }));
-    this.active = view;
-    this.updateControls();
-    announce("Sent. The assistant is responding.");
-    const body = { message, client_tools: Object.values(CLIENT_TOOLS).map((t) => t.spec) };
+    const giveBack = () => {
+      if (text !== null) return;
+      this.input.value = message;
+      this.attachments.restore(taken.files);
+    };
+    const pending = open ? open.addQueued(message, taken.row) : null;
+    const view = open ? null : this.addTurn(new TurnView(this, { input: message, attachments: taken.row }));
+    if (view) {
+      this.active = view;
+      this.updateControls();
+      announce("Sent. The assistant is responding.");
+    }
+    const body = { message };
+    if (taken.parts.length) body.parts = taken.parts;
+    // Client tools are declared with a new turn only: a turn that is open keeps its own.
+    if (!open) body.client_tools = Object.values(CLIENT_TOOLS).map((t) => t.spec);
     const ctl = new AbortController();
     this.controllers.add(ctl);
     let resp;
@@ -174,18 +192,38 @@ export class Chat {
     } catch (err) {
       this.controllers.delete(ctl);
       if (ctl.signal.aborted) return true;
-      this.failed(view, { code: "network", message: `Could not reach the server: ${err.message}` });
+      if (pending) pending.refused(`Could not reach the server: ${err.message}`);
+      else this.failed(view, { code: "network", message: `Could not reach the server: ${err.message}` });
+      giveBack();
       return true;
     }
     this.controllers.delete(ctl);
-    if (!resp.ok) {
-      this.failed(view, { code: String(resp.status), message: await errorText(resp), retryable: resp.status === 503 });
-      if (text === null) this.input.value = message;
+    if (pending && resp.status === 202) {
+      const out = await resp.json();
+      pending.setState(out.outcome);
+      announce(out.outcome === "denied" ? "Sent as the reason for denying the waiting tool calls." : "Queued for the assistant.");
       return true;
     }
+    if (!resp.ok) {
+      if (pending) pending.refused(await errorText(resp));
+      else this.failed(view, { code: String(resp.status), message: await errorText(resp), retryable: resp.status === 503 });
+      giveBack();
+      return true;
+    }
+    let turnView = view;
+    if (pending) {
+      // The open turn ended meanwhile: the message started a turn of its own.
+      pending.node.remove();
+      turnView = this.addTurn(new TurnView(this, { input: message, attachments: taken.row }));
+    }
     if (fresh) this.app.sessions.refresh(); // the server titled the chat after this message
-    await this.follow(view, resp);
+    await this.follow(turnView, resp);
     return true;
+  }
+
+  // A turn started by messages queued while the previous one ran: they are delivered.
+  deliverQueued(view) {
+    for (const t of this.turns) if (t !== view) t.queuedStartedNext();
   }
 
   failed(view, err) {

@@ -51,14 +51,14 @@ export class Live {
   }
 
   // Messages: {"type": "hello", "notebook": <notebook_state>} on connect, the notebook's own
-  // messages, {"type": "session", "title"} and {"type": "event", "turn_id", "id", "n", "event",
-  // "data"} for every turn event of the session.
+  // messages (its cells, and {"type": "notebook_files", "files"}), {"type": "session", "title"}
+  // and {"type": "event", "turn_id", "id", "n", "event", "data"} for every turn event of the session.
   onMessage(msg) {
     if (msg.session_id && msg.session_id !== this.sessionId) return;
     const { onNotebook, onTitle, onTurnEvent } = this.handlers;
     if (msg.type === "hello") {
       if (msg.notebook) onNotebook({ type: "notebook_state", ...msg.notebook });
-    } else if (msg.type === "notebook" || msg.type === "notebook_state") {
+    } else if (msg.type === "notebook" || msg.type === "notebook_state" || msg.type === "notebook_files") {
       onNotebook(msg);
     } else if (msg.type === "session" && msg.title) {
       onTitle(this.sessionId, msg.title);

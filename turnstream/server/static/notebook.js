@@ -1,156 +1,74 @@
-// The notebook pane: one card per cell (code, status badge, outputs), kept in step with
-// the server's WebSocket messages:
+// The notebook pane: one card per cell (its editor, controls, status, execution count and
+// outputs), kept in step with the server's WebSocket messages:
 //   {"type": "notebook_state", "version", "cells": [cell, ...], "sandbox"}   the whole notebook
 //   {"type": "notebook", "version", "change", "cell", "index"?}                one change
-// where change is cell_created | cell_updated | cell_deleted | cell_status | cell_output, and
-// sandbox.warning (when set) says that cells run unsandboxed or cannot run, and why.
+// where change is cell_created | cell_updated | cell_moved | cell_deleted | cell_status |
+// cell_output, and sandbox.warning (when set) says that cells run unsandboxed or cannot run.
+//
+// The user's edits go through the notebook routes (docs/notebook.md). An edit is saved a moment
+// after the typing stops, as PATCH with `base_code` (the code the user started from); a 409
+// edit_conflict, or a change from the assistant or another tab to a cell the user is editing,
+// shows both versions and lets the user keep theirs or take the other, instead of overwriting.
+// Cells the user is not editing follow every change live.
 
-import { highlight } from "./highlight.js";
-import { themed } from "./theme.js";
+import { api } from "./api.js";
+import { confirmDialog } from "./dialog.js";
+import { announce, h, toast } from "./dom.js";
+import { createEditor } from "./editor.js";
+import { renderOutput } from "./outputs.js";
 
-const STATUS_LABELS = {
-  idle: "idle",
-  running: "running",
-  success: "success",
-  error: "error",
-  blocked: "blocked",
-};
+const SAVE_DELAY_MS = 400; // quiet typing before an edit is saved
+const LANGUAGES = { python: "Python", sql: "SQL" };
 
-// --- Plotly, loaded on first use -------------------------------------------------------
-let plotlyPromise = null;
-export function loadPlotly() {
-  if (window.Plotly) return Promise.resolve(window.Plotly);
-  if (!plotlyPromise) {
-    plotlyPromise = new Promise((resolve, reject) => {
-      const s = document.createElement("script");
-      s.src = "/vendor/plotly.min.js";
-      s.async = true;
-      s.onload = () => (window.Plotly ? resolve(window.Plotly) : reject(new Error("Plotly did not load")));
-      s.onerror = () => {
-        plotlyPromise = null;
-        reject(new Error("could not load /vendor/plotly.min.js"));
-      };
-      document.head.appendChild(s);
-    });
+// A route's answer as {ok, status, body}, so a 409's body (the cell as it is now) can be read.
+async function call(path, method, body) {
+  const resp = await api.raw(path, { method, body });
+  let data = null;
+  try {
+    data = await resp.json();
+  } catch {
+    /* an empty or non-JSON body */
   }
-  return plotlyPromise;
+  return { ok: resp.ok, status: resp.status, body: data };
 }
 
-// --- HTML tables from the kernel, cleaned before they reach the page --------------------
-const TABLE_TAGS = new Set([
-  "TABLE", "THEAD", "TBODY", "TFOOT", "TR", "TH", "TD", "CAPTION", "COLGROUP", "COL",
-  "BR", "SPAN", "B", "I", "EM", "STRONG", "SMALL", "CODE", "DIV", "P",
-]);
-const TABLE_ATTRS = new Set(["colspan", "rowspan", "scope", "class", "align"]);
-
-export function sanitizeTable(html) {
-  const tpl = document.createElement("template");
-  tpl.innerHTML = html;
-  const walk = (node) => {
-    for (const child of [...node.childNodes]) {
-      if (child.nodeType === Node.ELEMENT_NODE) {
-        if (!TABLE_TAGS.has(child.tagName)) {
-          // Unknown elements go; their text stays (scripts and styles go entirely).
-          if (["SCRIPT", "STYLE", "IFRAME", "OBJECT", "TEMPLATE"].includes(child.tagName)) child.remove();
-          else child.replaceWith(document.createTextNode(child.textContent));
-          continue;
-        }
-        for (const attr of [...child.attributes]) {
-          if (!TABLE_ATTRS.has(attr.name.toLowerCase())) child.removeAttribute(attr.name);
-        }
-        walk(child);
-      } else if (child.nodeType !== Node.TEXT_NODE) {
-        child.remove();
-      }
-    }
-  };
-  walk(tpl.content);
-  return tpl.content;
-}
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k === "class") node.className = v;
-    else if (k === "text") node.textContent = v;
-    else node.setAttribute(k, v === true ? "" : v);
-  }
-  for (const c of children) if (c) node.append(c);
-  return node;
-}
-
-function renderOutput(out) {
-  switch (out.type) {
-    case "stdout":
-    case "stderr":
-      return el("pre", { class: `out out-${out.type}`, text: out.text });
-    case "text":
-      return el("pre", { class: "out out-text", text: out.text });
-    case "table": {
-      const wrap = el("div", { class: "out out-table" });
-      const scroller = el("div", { class: "table-scroll", tabindex: "0", "aria-label": "Table output" });
-      scroller.append(sanitizeTable(out.html || ""));
-      wrap.append(scroller);
-      if (out.rows !== undefined) {
-        wrap.append(el("div", { class: "out-meta", text: `${out.rows} rows × ${out.columns} columns` }));
-      }
-      return wrap;
-    }
-    case "plotly": {
-      const wrap = el("div", { class: "out out-plotly" });
-      // A figure, not an image: the chart's toolbar inside it can be used from the keyboard.
-      const plot = el("div", { class: "plot", role: "figure", "aria-label": figureTitle(out.figure) });
-      wrap.append(plot);
-      loadPlotly()
-        .then((Plotly) => {
-          const fig = out.figure || {};
-          const layout = themed({ autosize: true, margin: { l: 48, r: 16, t: 48, b: 40 }, ...(fig.layout || {}) });
-          delete layout.width;
-          // No "Share chart" (it uploads to Plotly's cloud, which this page may not reach).
-          return Plotly.newPlot(plot, fig.data || [], layout,
-            { responsive: true, displaylogo: false, showSendToCloud: false, showEditInChartStudio: false });
-        })
-        .then(() => wrap.classList.add("rendered"))
-        .catch((err) => {
-          plot.replaceWith(el("pre", { class: "out out-error", text: `Chart not shown: ${err.message}` }));
-        });
-      return wrap;
-    }
-    case "error": {
-      const wrap = el("div", { class: "out out-error", role: "group", "aria-label": "Error output" });
-      wrap.append(el("div", { class: "err-head", text: `${out.ename}: ${out.evalue}` }));
-      if (out.traceback) {
-        const det = el("details", { class: "traceback" });
-        det.append(el("summary", { text: "Traceback" }), el("pre", { text: out.traceback }));
-        wrap.append(det);
-      }
-      return wrap;
-    }
-    default:
-      return el("pre", { class: "out", text: JSON.stringify(out, null, 2) });
-  }
-}
-
-function figureTitle(fig) {
-  const t = fig?.layout?.title;
-  const text = typeof t === "string" ? t : t?.text;
-  return text ? `Chart: ${text}` : "Chart";
+function failure(what, res) {
+  const why = res.body?.message || res.body?.error || `HTTP ${res.status}`;
+  toast(`${what}: ${why}`);
 }
 
 export class NotebookView {
-  constructor(root, { onStatus } = {}) {
+  constructor(root, { onStatus, onPlaces } = {}) {
     this.root = root;
     this.list = root.querySelector(".cells");
     this.empty = root.querySelector(".notebook-empty");
     this.counter = root.querySelector(".notebook-count");
     this.warning = root.querySelector(".sandbox-warning");
+    this.addButton = root.querySelector("#nb-add");
+    this.runAllButton = root.querySelector("#nb-run-all");
     this.onStatus = onStatus || (() => {});
-    this.cells = new Map(); // id -> {data, node}
+    this.onPlaces = onPlaces || (() => {}); // the cells' places may have changed
+    this.cells = new Map(); // id -> entry {id, data, node, editor, base, sending, timer, saving, theirs}
     this.version = -1;
+    this.sessionId = null;
+    this.addButton.addEventListener("click", () => this.addCell(this.cells.size));
+    this.runAllButton.addEventListener("click", () => this.runAll());
+    this.open(null);
+  }
+
+  // The session whose notebook this is (null: none yet, the controls wait for one).
+  open(sessionId) {
+    this.clear();
+    this.sessionId = sessionId;
+    for (const b of this.root.querySelectorAll(".notebook-toolbar button")) b.disabled = !sessionId;
+  }
+
+  url(path = "") {
+    return `/api/sessions/${encodeURIComponent(this.sessionId)}/notebook${path}`;
   }
 
   clear() {
+    for (const entry of this.cells.values()) this.dispose(entry);
     this.cells.clear();
     this.list.replaceChildren();
     this.version = -1;
@@ -180,8 +98,9 @@ export class NotebookView {
     if (msg.change === "cell_deleted") this.remove(cell.id);
     else {
       this.upsert(cell, msg.index);
-      // Bring the cell the assistant is working on into view (no jump when it is visible).
-      if (msg.change === "cell_created" || msg.change === "cell_output" || cell.status === "running") {
+      // Bring the cell being worked on into view (no jump when it is visible, none while typing).
+      const typing = this.root.contains(document.activeElement) && document.activeElement !== document.body;
+      if (!typing && (msg.change === "cell_created" || msg.change === "cell_output" || cell.status === "running")) {
         this.cells.get(cell.id)?.node.scrollIntoView({ block: "nearest" });
       }
     }
@@ -198,74 +117,374 @@ export class NotebookView {
     this.warning.hidden = !text;
   }
 
+  order() {
+    return [...this.list.children].map((n) => n.dataset.cellId);
+  }
+
+  // The count, and each cell's place in the names of the cell and its controls ("Run cell 2").
   refreshEmpty() {
     const n = this.cells.size;
     this.empty.hidden = n > 0;
     if (this.counter) this.counter.textContent = n ? `${n} cell${n === 1 ? "" : "s"}` : "";
+    this.runAllButton.disabled = !this.sessionId || n === 0;
+    [...this.list.children].forEach((node, i) => {
+      const entry = this.cells.get(node.dataset.cellId);
+      if (entry) this.label(entry, i + 1, n);
+    });
+    this.onPlaces();
   }
 
   remove(id) {
     const entry = this.cells.get(id);
     if (!entry) return;
+    this.dispose(entry);
     entry.node.remove();
     this.cells.delete(id);
+  }
+
+  dispose(entry) {
+    clearTimeout(entry.timer);
+    entry.editor.destroy();
   }
 
   upsert(cell, index) {
     let entry = this.cells.get(cell.id);
     if (!entry) {
-      const node = this.buildCell(cell.id);
-      entry = { data: {}, node };
+      entry = this.build(cell);
       this.cells.set(cell.id, entry);
       const before = Number.isInteger(index) ? this.list.children[index] : null;
-      this.list.insertBefore(node, before || null);
-      node.classList.add("cell-new");
-      node.addEventListener("animationend", () => node.classList.remove("cell-new"), { once: true });
+      this.list.insertBefore(entry.node, before || null);
+      entry.node.classList.add("cell-new");
+      entry.node.addEventListener("animationend", () => entry.node.classList.remove("cell-new"), { once: true });
     } else if (Number.isInteger(index) && this.list.children[index] !== entry.node) {
+      const focused = entry.node.contains(document.activeElement) ? document.activeElement : null;
+      entry.node.remove();
       this.list.insertBefore(entry.node, this.list.children[index] || null);
+      focused?.focus();
     }
     const prev = entry.data;
-    const data = { ...prev, ...cell };
-    entry.data = data;
-    this.fillCell(entry.node, data, prev);
+    entry.data = { ...prev, ...cell };
+    this.fill(entry, prev);
+    if (typeof cell.code === "string") this.codeArrived(entry, cell);
+    this.refreshEmpty(); // names and places follow the change
   }
 
-  buildCell(id) {
-    const node = el("article", { class: "cell", "data-cell-id": id, tabindex: "-1" });
-    node.innerHTML = `
-      <header class="cell-head">
-        <span class="cell-count" aria-label="Execution count"></span>
-        <span class="cell-lang"></span>
-        <span class="cell-id"></span>
-        <span class="badge" role="status"></span>
-      </header>
-      <pre class="cell-code"><code></code></pre>
-      <div class="cell-outputs" aria-live="polite"></div>`;
-    return node;
+  // --- one cell's card ----------------------------------------------------------------------
+  build(cell) {
+    const node = h("article", { class: "cell", "data-cell-id": cell.id, tabindex: "-1" });
+    const button = (cls, text, onclick) => h("button", { type: "button", class: `btn btn-small btn-ghost ${cls}`, text, onclick });
+    const entry = { id: cell.id, data: {}, node, base: cell.code ?? "", sending: null, timer: null,
+      saving: Promise.resolve(true), theirs: null, applying: false };
+    const lang = h("select", { class: "cell-lang", "aria-label": "Language" },
+      ...Object.entries(LANGUAGES).map(([value, text]) => h("option", { value, text })));
+    lang.addEventListener("change", () => this.setLanguage(entry, lang.value));
+    const controls = {
+      run: button("cell-run", "▶", () => this.run(entry)),
+      interrupt: button("cell-interrupt", "■", () => this.interrupt(entry)),
+      up: button("cell-up", "↑", () => this.move(entry, -1)),
+      down: button("cell-down", "↓", () => this.move(entry, 1)),
+      above: button("cell-add-above", "+↑", () => this.addCell(this.order().indexOf(entry.id), entry.data.language)),
+      below: button("cell-add-below", "+↓", () => this.addCell(this.order().indexOf(entry.id) + 1, entry.data.language)),
+      delete: button("cell-delete", "✕", () => this.delete(entry)),
+    };
+    entry.controls = controls;
+    const tools = h("div", { class: "cell-tools", role: "group" }, ...Object.values(controls));
+    node.append(
+      h("header", { class: "cell-head" },
+        h("span", { class: "cell-count" }), lang, h("span", { class: "cell-id", text: `#${cell.id}` }),
+        h("span", { class: "badge", role: "status" }), tools),
+      h("div", { class: "cell-editor" }),
+      h("div", { class: "cell-conflict", role: "alert", hidden: true }),
+      h("div", { class: "cell-outputs", "aria-live": "polite" }),
+    );
+    entry.editor = createEditor({
+      parent: node.querySelector(".cell-editor"),
+      doc: entry.base,
+      language: cell.language || "python",
+      label: "Code",
+      onChange: () => this.edited(entry),
+      onKey: (name) => this.key(entry, name),
+    });
+    // A focused card (after Escape): Enter edits its code again.
+    node.addEventListener("keydown", (e) => {
+      if (e.target === node && e.key === "Enter") {
+        e.preventDefault();
+        entry.editor.focus();
+      }
+    });
+    return entry;
   }
 
-  fillCell(node, cell, prev) {
-    node.dataset.status = cell.status || "idle";
-    node.setAttribute("aria-label", `Cell ${cell.id}, ${cell.language || "python"}, ${cell.status || "idle"}`);
-    node.querySelector(".cell-count").textContent =
-      cell.status === "running" ? "[*]" : `[${cell.execution_count ?? " "}]`;
-    node.querySelector(".cell-lang").textContent = cell.language === "sql" ? "SQL" : "Python";
-    node.querySelector(".cell-id").textContent = `#${cell.id}`;
-    const badge = node.querySelector(".badge");
+  label(entry, place, total) {
+    const d = entry.data;
+    const status = d.status || "idle";
+    entry.node.setAttribute("aria-label", `Cell ${place}, ${LANGUAGES[d.language] || "Python"}, ${status}`);
+    entry.editor.contentElement.setAttribute("aria-label", `Code of cell ${place}`);
+    const c = entry.controls;
+    const names = {
+      run: `Run cell ${place} (Ctrl+Enter)`, interrupt: `Interrupt cell ${place}`, up: `Move cell ${place} up`,
+      down: `Move cell ${place} down`, above: `Add a cell above cell ${place}`,
+      below: `Add a cell below cell ${place}`, delete: `Delete cell ${place}`,
+    };
+    for (const [k, name] of Object.entries(names)) {
+      c[k].setAttribute("aria-label", name);
+      c[k].title = name;
+    }
+    entry.node.querySelector(".cell-lang").setAttribute("aria-label", `Language of cell ${place}`);
+    c.up.disabled = place === 1;
+    c.down.disabled = place === total;
+  }
+
+  fill(entry, prev) {
+    const { node, data: cell } = entry;
     const status = cell.status || "idle";
+    node.dataset.status = status;
+    node.querySelector(".cell-count").textContent = status === "running" ? "[*]" : `[${cell.execution_count ?? " "}]`;
+    node.querySelector(".cell-count").title = "Execution count";
+    const lang = node.querySelector(".cell-lang");
+    if (lang.value !== (cell.language || "python")) lang.value = cell.language || "python";
+    if (prev.language !== undefined && prev.language !== cell.language) entry.editor.setLanguage(cell.language || "python");
+    const badge = node.querySelector(".badge");
     badge.className = `badge badge-${status}`;
-    badge.textContent = STATUS_LABELS[status] || status;
+    badge.textContent = status;
     badge.title = status === "blocked" && cell.blocked_by ? `blocked by cell ${cell.blocked_by}` : "";
     if (status === "blocked" && cell.blocked_by) badge.textContent = `blocked by #${cell.blocked_by}`;
-    if (prev.code !== cell.code || prev.language !== cell.language) {
-      const code = node.querySelector(".cell-code code");
-      code.textContent = cell.code || "";
-      delete code.dataset.highlighted;
-      highlight(code, cell.language || "python");
-    }
+    const running = status === "running";
+    const { run, interrupt } = entry.controls;
+    // Run and Interrupt share a place; the focus follows when one replaces the other.
+    const had = document.activeElement;
+    run.hidden = running;
+    interrupt.hidden = !running;
+    if (had === run && running) interrupt.focus();
+    else if (had === interrupt && !running) run.focus();
     if (cell.outputs && JSON.stringify(prev.outputs) !== JSON.stringify(cell.outputs)) {
-      const box = node.querySelector(".cell-outputs");
-      box.replaceChildren(...cell.outputs.map(renderOutput));
+      node.querySelector(".cell-outputs").replaceChildren(...cell.outputs.map(renderOutput));
     }
+  }
+
+  // --- edits and conflicts ------------------------------------------------------------------
+  editing(entry) {
+    return entry.editor.hasFocus() || entry.editor.getCode() !== entry.base;
+  }
+
+  // The server's code for a cell: shown at once unless the user is editing it.
+  codeArrived(entry, cell) {
+    const code = cell.code;
+    const mine = entry.editor.getCode();
+    if (code === mine) {
+      entry.base = code;
+      this.hideConflict(entry);
+      return;
+    }
+    if (code === entry.base || code === entry.sending) return; // what the user started from, or their own save
+    if (this.editing(entry)) {
+      this.showConflict(entry, code, cell.edited_by);
+      return;
+    }
+    this.setCode(entry, code);
+    entry.base = code;
+  }
+
+  setCode(entry, code) {
+    entry.applying = true;
+    try {
+      entry.editor.setCode(code);
+    } finally {
+      entry.applying = false;
+    }
+  }
+
+  edited(entry) {
+    if (entry.applying) return;
+    clearTimeout(entry.timer);
+    entry.timer = setTimeout(() => this.save(entry), SAVE_DELAY_MS);
+  }
+
+  // Saves the editor's code (one save at a time per cell); resolves to whether the server has it.
+  save(entry) {
+    clearTimeout(entry.timer);
+    entry.timer = null;
+    const prior = entry.saving;
+    entry.saving = prior.then(async () => {
+      const code = entry.editor.getCode();
+      if (code === entry.base) return true;
+      if (entry.theirs !== null) return false; // waits for the user's choice
+      entry.sending = code;
+      try {
+        const res = await call(this.url(`/cells/${entry.id}`), "PATCH", { code, base_code: entry.base });
+        if (res.ok) {
+          entry.base = code;
+          const prev = entry.data;
+          entry.data = { ...prev, ...res.body };
+          this.fill(entry, prev);
+          return true;
+        }
+        if (res.status === 409 && res.body?.cell) {
+          this.showConflict(entry, res.body.cell.code, res.body.cell.edited_by);
+        } else failure("The cell was not saved", res);
+        return false;
+      } catch (err) {
+        toast(`The cell was not saved: ${err.message}`);
+        return false;
+      } finally {
+        entry.sending = null;
+      }
+    });
+    return entry.saving;
+  }
+
+  showConflict(entry, theirs, by) {
+    entry.theirs = theirs;
+    const who = by === "assistant" ? "The assistant" : "Someone else (another tab)";
+    const box = entry.node.querySelector(".cell-conflict");
+    box.replaceChildren(
+      h("p", { class: "conflict-title", text: `${who} changed this cell while you were editing it. Its version:` }),
+      h("pre", { class: "conflict-theirs", text: theirs }),
+      h("div", { class: "conflict-actions" },
+        h("button", { type: "button", class: "btn btn-small btn-primary conflict-keep", text: "Keep mine",
+          onclick: () => this.keepMine(entry) }),
+        h("button", { type: "button", class: "btn btn-small conflict-take", text: "Take theirs",
+          onclick: () => this.takeTheirs(entry) })),
+    );
+    box.hidden = false;
+    entry.node.classList.add("cell-conflicted");
+    announce(`${who} changed a cell you are editing`);
+  }
+
+  hideConflict(entry) {
+    entry.theirs = null;
+    const box = entry.node.querySelector(".cell-conflict");
+    box.hidden = true;
+    box.replaceChildren();
+    entry.node.classList.remove("cell-conflicted");
+  }
+
+  // Saves the user's code over the other version (conditional on that version, so a third
+  // change in between is a conflict again).
+  async keepMine(entry) {
+    entry.base = entry.theirs;
+    this.hideConflict(entry);
+    const saved = await this.save(entry);
+    if (saved) entry.editor.focus();
+  }
+
+  takeTheirs(entry) {
+    const theirs = entry.theirs;
+    this.hideConflict(entry);
+    this.setCode(entry, theirs);
+    entry.base = theirs;
+    entry.editor.focus();
+  }
+
+  async setLanguage(entry, language) {
+    const res = await call(this.url(`/cells/${entry.id}`), "PATCH", { language });
+    if (res.ok) this.upsert(res.body);
+    else failure("The language was not changed", res);
+  }
+
+  // --- running ------------------------------------------------------------------------------
+  key(entry, name) {
+    if (name === "leave") {
+      entry.node.focus();
+      return true;
+    }
+    this.run(entry);
+    if (name === "run-next") {
+      const next = this.cells.get(this.order()[this.order().indexOf(entry.id) + 1]);
+      if (next) next.editor.focus();
+      else this.addButton.focus();
+    }
+    return true;
+  }
+
+  // Saves, then runs the cell; resolves to the cell after the run (null when it did not run).
+  async run(entry) {
+    if (!(await this.save(entry))) {
+      toast("The cell did not run: its code is not saved (see the cell).", "info");
+      return null;
+    }
+    try {
+      const res = await call(this.url(`/cells/${entry.id}/run`), "POST");
+      if (!res.ok) {
+        failure("The cell did not run", res);
+        return null;
+      }
+      if (this.cells.has(entry.id)) this.upsert(res.body.cell);
+      return res.body.cell;
+    } catch (err) {
+      toast(`The cell did not run: ${err.message}`);
+      return null;
+    }
+  }
+
+  // Runs every cell in order, stopping at the first that does not succeed.
+  async runAll() {
+    this.runAllButton.disabled = true;
+    try {
+      for (const id of this.order()) {
+        const entry = this.cells.get(id);
+        if (!entry) continue;
+        const cell = await this.run(entry);
+        if (!cell || cell.status !== "success") break;
+      }
+    } finally {
+      this.runAllButton.disabled = this.cells.size === 0;
+    }
+  }
+
+  async interrupt(entry) {
+    const res = await call(this.url(`/cells/${entry.id}/interrupt`), "POST");
+    if (!res.ok) failure("Could not interrupt the cell", res);
+  }
+
+  // --- adding, moving, deleting -------------------------------------------------------------
+  async addCell(index, language = "python") {
+    if (!this.sessionId) return;
+    const res = await call(this.url("/cells"), "POST", { code: "", language: language || "python", index });
+    if (!res.ok) {
+      failure("The cell was not added", res);
+      return;
+    }
+    this.upsert(res.body, index);
+    this.refreshEmpty();
+    this.cells.get(res.body.id)?.editor.focus();
+  }
+
+  async move(entry, delta) {
+    const order = this.order();
+    const to = order.indexOf(entry.id) + delta;
+    if (to < 0 || to >= order.length) return;
+    const res = await call(this.url(`/cells/${entry.id}`), "PATCH", { index: to });
+    if (!res.ok) {
+      failure("The cell was not moved", res);
+      return;
+    }
+    const focused = document.activeElement;
+    this.upsert(res.body, to);
+    this.refreshEmpty();
+    // The button pressed keeps the focus, or the other one when it no longer applies.
+    const { up, down } = entry.controls;
+    if (focused === up || focused === down) (focused.disabled ? (focused === up ? down : up) : focused).focus();
+    announce(`Cell moved to place ${to + 1}`);
+  }
+
+  async delete(entry) {
+    const place = this.order().indexOf(entry.id) + 1;
+    const ok = await confirmDialog({
+      title: `Delete cell ${place}?`,
+      message: "Its code and outputs go, for the assistant too. This cannot be undone.",
+      confirm: "Delete",
+    });
+    if (!ok) return;
+    const res = await call(this.url(`/cells/${entry.id}`), "DELETE");
+    if (!res.ok && res.status !== 404) {
+      failure("The cell was not deleted", res);
+      return;
+    }
+    const next = this.cells.get(this.order()[place]) ?? this.cells.get(this.order()[place - 2]);
+    this.remove(entry.id);
+    this.refreshEmpty();
+    (next ? next.node : this.addButton).focus();
+    announce(`Cell ${place} deleted`);
   }
 }

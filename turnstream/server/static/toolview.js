@@ -3,6 +3,7 @@
 // highlighted code, tables as tables, errors as text, long output folded.
 
 import { h, seconds } from "./dom.js";
+import { elicitationForm } from "./elicitation.js";
 import { highlight } from "./highlight.js";
 
 const STATES = {
@@ -10,6 +11,7 @@ const STATES = {
   ready: "queued",
   running: "running…",
   approval: "needs approval",
+  input: "asks you",
   client: "in your browser…",
   done: "done",
   error: "error",
@@ -22,6 +24,18 @@ const FOLD_CHARS = 1500;
 let cellLabel = (id) => `cell ${id}`;
 export function setCellLabeler(fn) {
   cellLabel = fn;
+}
+
+// The calls whose summary names a cell by its place. A call can reach the chat before its cell
+// reaches the notebook pane (the two come over different connections), and cells move: the
+// notebook pane calls relabelCells() whenever its cells' places may have changed.
+const CELL_TOOLS = new Set(["update_cell", "run_cell", "delete_cell"]);
+const labelled = new Set();
+export function relabelCells() {
+  for (const view of labelled) {
+    if (view.node.isConnected) view.showSummary();
+    else labelled.delete(view);
+  }
 }
 
 const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
@@ -216,8 +230,10 @@ export class ToolCard {
         this.nameEl, this.summaryEl, this.stateEl, this.timeEl),
       h("div", { class: "tool-body" }, h("div", { class: "tool-label", text: "Input" }), this.inputBox, this.resultBox));
     this.actions = h("div", { class: "tool-actions", hidden: true });
+    // Images the result returned: shown under the card, open or closed.
+    this.media = h("div", { class: "tool-media", hidden: true, "aria-label": `Images from ${this.name}` });
     this.node = h("div", { class: "block block-tool", role: "group", "data-state": "streaming", "aria-label": `Tool call ${this.name}` },
-      this.details, this.actions);
+      this.details, this.media, this.actions);
     if (toolUseId) this.node.dataset.toolUseId = toolUseId;
   }
 
@@ -245,6 +261,11 @@ export class ToolCard {
     const node = renderInput(this.name, this.input, raw);
     this.inputBox.replaceChildren(...(node ? [node] : []));
     if (error) this.inputBox.append(h("div", { class: "tool-input-error", text: error }));
+    this.showSummary();
+    if (CELL_TOOLS.has(this.name)) labelled.add(this);
+  }
+
+  showSummary() {
     this.summaryEl.textContent = summarize(this.name, this.input);
     this.summaryEl.title = this.summaryEl.textContent;
   }
@@ -255,8 +276,11 @@ export class ToolCard {
     this.resultBox.replaceChildren(h("div", { class: "tool-label muted", text: "Result pending…" }));
   }
 
-  showResult(block) {
+  // `media`: the result's attachments as nodes (attachments.js), or null.
+  showResult(block, media = null) {
     this.hasResult = true;
+    this.media.hidden = !media;
+    this.media.replaceChildren(...(media ? [media] : []));
     this.clearActions();
     this.resultBox.hidden = false;
     const body = h("div", { class: "tool-output" }, renderResult(block, this.name));
@@ -268,31 +292,75 @@ export class ToolCard {
     this.timeEl.textContent = Number.isFinite(took) ? seconds(took) : "";
   }
 
-  // Approve / Deny buttons, beside the closed card; returns the Approve button.
+  // Approve / Always allow / Deny buttons and a box for the reason of a denial, beside the closed
+  // card; returns the Approve button. `onDecide` gets the decision as the tool-results route takes
+  // it ({approved, always?, reason?}). "Always allow" approves this call and every later call of
+  // the tool in this session; a reason typed before Deny reaches the model with the denial.
   askApproval(onDecide, onError) {
     if (this.hasResult) return null;
     this.setState("approval");
     this.actions.hidden = false;
     const approve = h("button", { class: "btn btn-approve", type: "button", text: "Approve", "aria-label": `Approve ${this.name}` });
+    const always = h("button", { class: "btn btn-always", type: "button", text: "Always allow",
+      "aria-label": `Always allow ${this.name} in this session`,
+      title: `Approve, and run ${this.name} without asking for the rest of this session` });
+    const reason = h("input", { type: "text", class: "deny-reason", placeholder: "Reason, if you deny (optional)",
+      "aria-label": `Why you deny ${this.name} (optional; the assistant reads it)`, maxlength: "2000" });
     const deny = h("button", { class: "btn btn-deny", type: "button", text: "Deny", "aria-label": `Deny ${this.name}` });
-    const decide = async (ok) => {
-      approve.disabled = deny.disabled = true;
+    const controls = [approve, always, reason, deny];
+    const decide = async (decision) => {
+      for (const c of controls) c.disabled = true;
       try {
-        await onDecide(ok);
+        await onDecide(decision);
         // The result may be here already (the stream can be faster than this reply).
         if (!this.hasResult) {
-          this.actions.replaceChildren(h("span", { class: "muted", text: ok ? "Approved" : "Denied" }));
-          this.setState(ok ? "running" : "denied");
+          const said = decision.always ? "Always allowed in this session" : decision.approved ? "Approved"
+            : decision.reason ? `Denied: ${decision.reason}` : "Denied";
+          this.actions.replaceChildren(h("span", { class: "muted", text: said }));
+          this.setState(decision.approved ? "running" : "denied");
         }
       } catch (err) {
-        approve.disabled = deny.disabled = false;
+        for (const c of controls) c.disabled = false;
         onError(err);
       }
     };
-    approve.addEventListener("click", () => decide(true));
-    deny.addEventListener("click", () => decide(false));
-    this.actions.replaceChildren(h("span", { class: "tool-question", text: `Allow ${this.name} to run?` }), approve, deny);
+    approve.addEventListener("click", () => decide({ approved: true }));
+    always.addEventListener("click", () => decide({ approved: true, always: true }));
+    const denyWithReason = () => {
+      const why = reason.value.trim();
+      decide(why ? { approved: false, reason: why } : { approved: false });
+    };
+    deny.addEventListener("click", denyWithReason);
+    reason.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter") {
+        ev.preventDefault();
+        denyWithReason();
+      }
+    });
+    this.actions.replaceChildren(h("span", { class: "tool-question", text: `Allow ${this.name} to run?` }), ...controls);
     return approve;
+  }
+
+  // The tool's server asks the user something mid-call (an MCP elicitation): its question and a
+  // form from its schema. `onAnswer` gets {content} or {approved: false}. Returns a focus function.
+  askElicitation(elicitation, onAnswer, onError) {
+    if (this.hasResult) return null;
+    this.setState("input");
+    this.actions.hidden = false;
+    const { form, focus } = elicitationForm(this.name, elicitation, async (body) => {
+      try {
+        await onAnswer(body);
+      } catch (err) {
+        onError(err);
+        throw err;
+      }
+      if (!this.hasResult) {
+        this.actions.replaceChildren(h("span", { class: "muted", text: "content" in body ? "Answered" : "Declined" }));
+        this.setState("running");
+      }
+    });
+    this.actions.replaceChildren(form);
+    return focus;
   }
 
   clearActions() {

@@ -6,6 +6,7 @@
 // place. Events carry `id: <turn_id>:<n>`; n is remembered per turn and events at or below it
 // are dropped, which makes a resume with Last-Event-ID exact.
 
+import { storedAttachments } from "./attachments.js";
 import { announce, h, toast } from "./dom.js";
 import { highlightAll } from "./highlight.js";
 import { renderMarkdown } from "./markdown.js";
@@ -71,6 +72,12 @@ class BlockView {
           h("div", { class: "tool-label", text: "Tool result" }), this.body);
       case "provider":
         return h("div", { class: "block block-provider muted", text: "(provider block)" });
+      case "user":
+        // A message sent while the turn ran, as the model received it (step 0: the input's
+        // attachments, shown with the input instead).
+        this.body = h("div", { class: "msg-body" });
+        return h("div", { class: "block block-user msg-user", "data-state": "delivered" },
+          h("div", { class: "msg-who", text: "You, while it worked" }), this.body);
       default:
         this.body = h("div", { class: "md" });
         return h("div", { class: "block block-text" }, this.body);
@@ -102,9 +109,20 @@ class BlockView {
         this.card.setCall(block.name, block.tool_use_id);
         if (block.input_error) this.inputError = block.input_error;
         if (this.card.state === "streaming") this.card.setState("running");
-      }
+      } else if (block.type === "user") this.showUser(block);
     }
     this.render();
+  }
+
+  showUser(block) {
+    if (!block.step) {
+      this.node.hidden = true;
+      this.turn.showInputAttachments(block.attachments);
+      return;
+    }
+    this.body.replaceChildren(block.text || "");
+    if (block.attachments?.length) this.body.append(storedAttachments(this.turn.chat.sessionId, block.attachments));
+    this.turn.delivered(block.text || "");
   }
 
   schedule() {
@@ -127,6 +145,7 @@ class BlockView {
         break;
       case "tool_result":
       case "provider":
+      case "user":
         break;
       default:
         this.body.innerHTML = renderMarkdown(this.text);
@@ -138,7 +157,7 @@ class BlockView {
 
 // --- turns --------------------------------------------------------------------------------
 export class TurnView {
-  constructor(chat, { turnId = null, input = "", status = "running" } = {}) {
+  constructor(chat, { turnId = null, input = "", status = "running", attachments = null } = {}) {
     this.chat = chat;
     this.turnId = turnId;
     this.input = input;
@@ -148,12 +167,17 @@ export class TurnView {
     this.blocks = new Map(); // index -> BlockView
     this.tools = new Map(); // tool_use_id -> BlockView (tool_use)
     this.requests = new Map(); // tool_use_id -> tool_request data
+    this.cost = 0; // the turn's cost so far in nano-dollars, from its `usage` events
     this.errorSeq = 0;
     this.node = h("article", { class: "turn", "aria-label": "Conversation turn" });
     this.userBody = h("div", { class: "msg-body", text: input });
-    this.node.append(h("div", { class: "msg msg-user" }, h("div", { class: "msg-who", text: "You" }), this.userBody));
+    this.inputAttachments = attachments; // shown from the composer's files, or later from the store
+    this.queued = []; // messages sent while this turn was open, not yet taken by it
+    this.node.append(h("div", { class: "msg msg-user" }, h("div", { class: "msg-who", text: "You" }), this.userBody, attachments));
     this.blocksEl = h("div", { class: "msg msg-assistant", "aria-label": "Assistant" });
-    this.blocksEl.append(h("div", { class: "msg-who", text: "Assistant" }));
+    this.who = h("div", { class: "msg-who", text: "Assistant" });
+    this.blocksEl.append(this.who);
+    this.agentAt = new Map(); // block index -> the agent that produced it (several agents)
     this.typing = h("div", { class: "typing", "aria-hidden": "true" }, h("span"), h("span"), h("span"));
     this.footer = h("div", { class: "turn-footer muted" });
     this.blocksEl.append(this.typing);
@@ -165,6 +189,54 @@ export class TurnView {
   setInput(text) {
     this.input = text;
     this.userBody.textContent = text;
+  }
+
+  showInputAttachments(attachments) {
+    if (this.inputAttachments || !attachments?.length) return;
+    this.inputAttachments = storedAttachments(this.chat.sessionId, attachments);
+    this.userBody.after(this.inputAttachments);
+  }
+
+  // A message sent while this turn is open, shown at the end of what the turn has so far:
+  // "queued" until the turn takes it (a `user` block replaces it), "denied" when it became the
+  // reason for denying the calls that waited for approval, or refused with the server's words.
+  addQueued(text, attachments) {
+    const state = h("div", { class: "queued-state muted", text: "Queued: the assistant reads it at its next step" });
+    const node = h("div", { class: "block block-user block-queued msg-user", "data-state": "queued" },
+      h("div", { class: "msg-who", text: "You, while it worked" }), h("div", { class: "msg-body", text }), attachments, state);
+    const index = Math.max(-1, ...this.blocks.keys()) + 0.9;
+    node.dataset.index = String(index);
+    this.place(node, index);
+    const entry = {
+      text,
+      node,
+      setState: (outcome) => {
+        node.dataset.state = outcome;
+        state.textContent = outcome === "denied" ? "Sent as the reason for denying the waiting tool calls"
+          : outcome === "next_turn" ? "Delivered: it started the next turn"
+          : "Queued: the assistant reads it at its next step";
+        if (outcome !== "queued") this.queued = this.queued.filter((q) => q !== entry);
+      },
+      refused: (why) => {
+        node.dataset.state = "refused";
+        state.textContent = `Not sent: ${why}`;
+        this.queued = this.queued.filter((q) => q !== entry);
+      },
+    };
+    this.queued.push(entry);
+    return entry;
+  }
+
+  // The turn took a queued message (its `user` block is on the page now).
+  delivered(text) {
+    const entry = this.queued.find((q) => q.text === text);
+    if (!entry) return;
+    this.queued = this.queued.filter((q) => q !== entry);
+    entry.node.remove();
+  }
+
+  queuedStartedNext() {
+    for (const q of [...this.queued]) q.setState("next_turn");
   }
 
   setStatus(status) {
@@ -216,6 +288,7 @@ export class TurnView {
         this.step = data.step;
         break;
       case "block_start": {
+        this.noteAgent(data.index, data.agent);
         const b = this.ensureBlock(data.index, data.type, { tool_use_id: data.tool_use_id, name: data.name });
         if (data.type === "tool_result" && data.tool_use_id) this.attachResult(b, data.tool_use_id, null);
         break;
@@ -230,6 +303,7 @@ export class TurnView {
       }
       case "block_stop": {
         const block = data.block || {};
+        this.noteAgent(data.index, block.agent);
         const b = this.ensureBlock(data.index, block.type || this.blocks.get(data.index)?.type,
           { tool_use_id: block.tool_use_id, name: block.name, step: block.step });
         if (block.type === "tool_result") {
@@ -243,7 +317,14 @@ export class TurnView {
         break;
       }
       case "tool_request":
+        if (data.budget && data.note) this.note(data.note);
         this.handleRequest(data);
+        break;
+      case "usage":
+        this.cost = data.turn_cost_nano_usd;
+        break;
+      case "budget_warning":
+        this.note(budgetWarning(data));
         break;
       case "tool_approval": {
         const call = this.tools.get(data.tool_use_id);
@@ -275,18 +356,39 @@ export class TurnView {
     return true;
   }
 
+  // Who speaks, in a session of several agents: the first agent names the message, and each
+  // change of agent after that gets its own name label before the block where it begins.
+  noteAgent(index, agent) {
+    if (!agent || this.agentAt.has(index)) return;
+    this.agentAt.set(index, agent);
+    const known = [...this.agentAt.keys()].sort((a, b) => a - b);
+    const at = known.indexOf(index);
+    const before = at > 0 ? this.agentAt.get(known[at - 1]) : null;
+    if (at === 0) {
+      this.who.textContent = agent;
+      this.blocksEl.dataset.agent = agent;
+      this.blocksEl.setAttribute("aria-label", agent);
+    }
+    if (before === null || before === agent) return;
+    const label = h("div", { class: "msg-who agent-switch", text: agent });
+    label.dataset.agent = agent;
+    label.dataset.index = String(index - 0.5);
+    this.place(label, index - 0.5);
+  }
+
   attachResult(placeholder, toolUseId, block) {
     const call = toolUseId ? this.tools.get(toolUseId) : null;
+    const media = block?.attachments?.length ? storedAttachments(this.chat.sessionId, block.attachments) : null;
     if (call) {
       placeholder.node.hidden = true;
-      if (block) call.card.showResult(block);
+      if (block) call.card.showResult(block, media);
       else call.card.showPending();
       return;
     }
     if (block) {
       // A result whose call is not on the page: show it where it stands.
       placeholder.node.hidden = false;
-      placeholder.body.replaceChildren(folded(String(block.content ?? "")));
+      placeholder.body.replaceChildren(folded(String(block.content ?? "")), ...(media ? [media] : []));
       placeholder.node.classList.toggle("is-error", Boolean(block.is_error));
     }
   }
@@ -302,9 +404,17 @@ export class TurnView {
       this.tools.set(req.tool_use_id, call);
     }
     if (call.card.hasResult) return;
+    if (req.elicitation) {
+      const focus = call.card.askElicitation(req.elicitation,
+        (answer) => this.chat.postToolResult(this, { tool_use_id: req.tool_use_id, ...answer }),
+        (err) => toast(`Could not send the answer: ${err.message}`));
+      announce(`${req.name} asks: ${req.elicitation.message ?? ""}`);
+      if (focus && this.chat.isCurrent(this)) focus();
+      return;
+    }
     if (req.requires_approval) {
       const button = call.card.askApproval(
-        (approved) => this.chat.postToolResult(this, { tool_use_id: req.tool_use_id, approved }),
+        (decision) => this.chat.postToolResult(this, { tool_use_id: req.tool_use_id, ...decision }),
         (err) => toast(`Could not send the decision: ${err.message}`));
       announce(`${req.name} needs your approval.`);
       if (button && this.chat.isCurrent(this)) button.focus();
@@ -363,8 +473,7 @@ export class TurnView {
       parts.push(`stop: ${data.stop_reason.replace(/_/g, " ")}`);
     }
     if (data.steps) parts.push(`${data.steps} step${data.steps === 1 ? "" : "s"}`);
-    const u = data.usage;
-    if (u && (u.input_tokens || u.output_tokens)) parts.push(`${u.input_tokens} in · ${u.output_tokens} out tokens`);
+    parts.push(...usageParts(data.usage, this.cost));
     this.footer.textContent = parts.join(" · ");
     this.node.dataset.stopReason = data.stop_reason || "";
   }
@@ -381,6 +490,29 @@ export class TurnView {
     if (turn.error) view.showError({ code: "stored", message: turn.error });
     return view;
   }
+}
+
+// A turn's usage for its footer: tokens in and out, what the prompt cache read and wrote, and
+// the cost when the model has a price (the `usage` events carry it; a stored turn has none).
+export function usageParts(u, costNano) {
+  const parts = [];
+  if (u && (u.input_tokens || u.output_tokens)) parts.push(`${u.input_tokens} in · ${u.output_tokens} out tokens`);
+  if (u && (u.cache_read_input_tokens || u.cache_creation_input_tokens)) {
+    parts.push(`cache ${u.cache_read_input_tokens} read · ${u.cache_creation_input_tokens} written`);
+  }
+  if (costNano) parts.push(dollars(costNano));
+  return parts;
+}
+
+function dollars(nano) {
+  return `$${(nano / 1e9).toFixed(4)}`;
+}
+
+function budgetWarning(w) {
+  const scope = { turn: "this turn", session: "this chat", user_day: "your day" }[w.scope] || w.scope;
+  const used = w.limit_tokens != null ? `${w.spent_tokens} of ${w.limit_tokens} tokens`
+    : `${dollars(w.spent_nano_usd)} of ${dollars(w.limit_nano_usd || 0)}`;
+  return `Budget: ${scope} has used ${used}.`;
 }
 
 // The last event number seen per turn survives a reload (sessionStorage), so a resumed stream
