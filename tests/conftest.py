@@ -13,16 +13,15 @@
 
 from __future__ import annotations
 
-import ipaddress
 import itertools
 import os
 import socket
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from tests.support.mock_provider import MockHandle, running_mock_provider
+from tests.support.network import guarded_connect, guarded_connect_ex
 
 # The interop suite starts third-party servers from their own environments (minutes on a first
 # run): it runs under ``make interop`` (TURNSTREAM_INTEROP=1), not in ``make test``.
@@ -39,45 +38,11 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-class NetworkRefused(ConnectionRefusedError):
-    """A test tried to connect beyond loopback without ``@pytest.mark.network``."""
-
-
-def _allowed(address: Any) -> bool:
-    if isinstance(address, str | bytes):  # a Unix socket
-        return True
-    host = address[0]
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a name: resolving it would already be a lookup beyond this machine
-        return False
-
-
-_real_connect = socket.socket.connect
-_real_connect_ex = socket.socket.connect_ex
-
-
-def _guarded_connect(self: socket.socket, address: Any) -> None:
-    if self.type == socket.SOCK_STREAM and not _allowed(address):
-        raise NetworkRefused(f"test tried to connect to {address!r}; only loopback is allowed "
-                             "(mark the test @pytest.mark.network if it must)")
-    _real_connect(self, address)
-
-
-def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
-    if self.type == socket.SOCK_STREAM and not _allowed(address):
-        raise NetworkRefused(f"test tried to connect to {address!r}; only loopback is allowed "
-                             "(mark the test @pytest.mark.network if it must)")
-    return _real_connect_ex(self, address)
-
-
 @pytest.fixture(autouse=True)
 def _loopback_only(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     if request.node.get_closest_marker("network") is None:
-        monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
-        monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
+        monkeypatch.setattr(socket.socket, "connect", guarded_connect)
+        monkeypatch.setattr(socket.socket, "connect_ex", guarded_connect_ex)
 
 
 @pytest.fixture(scope="session")

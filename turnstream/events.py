@@ -431,19 +431,37 @@ class ErrorEvent(_Event):
                    turn_id=turn_id, n=n)
 
 
+@dataclass(slots=True)
+class Reconnect(_Event):
+    """The server that sends a stream is stopping: the client follows the turn again from its
+    last event id (the turn goes on here until the process stops, then wherever it is taken
+    over). The last item of such a stream; not a turn event: never stored, ``n`` is 0, and it
+    goes without an SSE id, so the client's Last-Event-ID stays the last real event's."""
+
+    name: ClassVar[str] = "reconnect"
+    reason: str = ""
+
+    def data(self) -> dict[str, Any]:
+        return {"reason": self.reason}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> Reconnect:
+        return cls(reason=_str(data["reason"]), turn_id=turn_id, n=n)
+
+
 StreamEvent: TypeAlias = (
     TurnStart | StepStart | BlockStart | BlockDelta | BlockStop | ToolRequest | ToolApproval | StepRestart
-    | StepUsage | BudgetWarning | TurnComplete | ErrorEvent
+    | StepUsage | BudgetWarning | TurnComplete | ErrorEvent | Reconnect
 )
 
 EventName: TypeAlias = Literal["turn_start", "step_start", "block_start", "block_delta", "block_stop",
                                "tool_request", "tool_approval", "step_restart", "usage", "budget_warning",
-                               "turn_complete", "error"]
+                               "turn_complete", "error", "reconnect"]
 
 EVENT_TYPES: dict[str, type[StreamEvent]] = {
     cls.name: cls
     for cls in (TurnStart, StepStart, BlockStart, BlockDelta, BlockStop, ToolRequest, ToolApproval, StepRestart,
-                StepUsage, BudgetWarning, TurnComplete, ErrorEvent)
+                StepUsage, BudgetWarning, TurnComplete, ErrorEvent, Reconnect)
 }
 
 
@@ -470,6 +488,7 @@ __all__ = [
     "BudgetWarning",
     "ErrorEvent",
     "EventName",
+    "Reconnect",
     "StepRestart",
     "StepStart",
     "StepUsage",

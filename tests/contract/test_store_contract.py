@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.store_backends import Backend
 from turnstream.blocks import (
     BLOCK_ADAPTER,
     Attachment,
@@ -34,8 +35,6 @@ from turnstream.errors import AlreadyExists, FileTooLarge, NotFound, TurnTakenOv
 from turnstream.store import SeqConflictError, Store, StoredEvent, TurnConflictError
 from turnstream.store.keys import hash_key
 from turnstream.store.protocol import Spend, ToolCallStart, ToolDecision
-
-from .conftest import Backend
 
 
 def ev(turn_id: str, n: int, name: str = "step_start", /, **data: Any) -> StoredEvent:

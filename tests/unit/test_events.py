@@ -32,6 +32,7 @@ from turnstream.events import (
     BudgetScope,
     BudgetWarning,
     ErrorEvent,
+    Reconnect,
     StepRestart,
     StepStart,
     StepUsage,
@@ -91,6 +92,7 @@ events: st.SearchStrategy[StreamEvent] = st.one_of(
               stop_reason=st.none() | st.sampled_from(get_args(TurnStopReason)), usage=usages, steps=small,
               **meta),
     st.builds(ErrorEvent, code=ids, message=text, retryable=st.booleans(), **meta),
+    st.builds(Reconnect, reason=text, **meta),
 )
 
 

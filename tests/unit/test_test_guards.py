@@ -1,4 +1,4 @@
-"""The suite's own guards (tests/conftest.py): a test sees none of the shell's keys or
+"""The suite's own guards (tests/conftest.py, tests/support/network.py): a test sees none of the shell's keys or
 settings, and cannot connect beyond loopback."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import socket
 import httpx2 as httpx
 import pytest
 
-from tests.conftest import NetworkRefused
 from tests.support.mock_provider import MockHandle
+from tests.support.network import NetworkRefused
 
 
 def test_the_environment_holds_no_keys_or_settings() -> None:

@@ -41,7 +41,7 @@ from ..blocks import ToolResultBlock, ToolUseBlock, Turn, UserBlock
 from ..client import RemoteAPI, client_tool_spec, decode_event, split_server_url
 from ..content import ImagePart, MediaPart
 from ..errors import RemoteError, RemoteStreamBroken, ServerError
-from ..events import BlockStop, ToolRequest, TurnComplete
+from ..events import BlockStop, Reconnect, ToolRequest, TurnComplete
 from ..sse_decoder import SSEEvent
 from ..tools.executor import ToolExecutor
 from ..tools.tool import Tool
@@ -255,6 +255,8 @@ class RemoteChat:
         if isinstance(ev, TurnComplete):
             self._steerable = False
             return ev
+        if isinstance(ev, Reconnect):
+            return None  # the server stops; the stream ends and the turn is followed again
         if isinstance(ev, BlockStop) and isinstance(ev.block, UserBlock) and ev.block.text in self._unread:
             self._unread.remove(ev.block.text)  # a step took a line typed meanwhile
         self.chat.renderer.handle(ev)

@@ -63,6 +63,7 @@ from ..events import (
     BlockStart,
     BlockStop,
     ErrorEvent,
+    Reconnect,
     StepRestart,
     StepStart,
     ToolApproval,
@@ -374,7 +375,7 @@ async def encode_stream(items: AsyncIterator[Item], encoder: AGUIEncoder) -> Asy
             continue
         if isinstance(item, dict):
             out = encoder.note(item)
-        elif item[-1].n == 0:  # follow.RECONNECT: this server stops; the run goes on elsewhere
+        elif item[-1].name == Reconnect.name:  # this server stops; the run goes on elsewhere
             out = [e for env in item[:-1] for e in encoder.feed(env)]
             out += encoder.error("the server is stopping; the run goes on in another process, and its "
                                  "outcome is in the thread's next run", "server_stopping")

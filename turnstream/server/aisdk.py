@@ -66,6 +66,7 @@ from ..events import (
     BlockStart,
     BlockStop,
     ErrorEvent,
+    Reconnect,
     StepRestart,
     StepStart,
     ToolApproval,
@@ -409,7 +410,7 @@ async def encode_stream(items: AsyncIterator[Item], encoder: UIMessageStreamEnco
             continue
         if isinstance(item, dict):
             out = b"".join([frame(c) for c in encoder.note(item)])
-        elif item[-1].n == 0:  # follow.RECONNECT: the server stops; the stream ends unfinished
+        elif item[-1].name == Reconnect.name:  # the server stops; the stream ends unfinished
             out = b"".join([frame(c) for env in item[:-1] for c in encoder.feed(env)])
             if out:
                 yield out

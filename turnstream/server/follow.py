@@ -28,15 +28,15 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 
 from ..bus import Bus, EndOfStream, Envelope, Item, SessionMessage, Subscription
+from ..events import Reconnect
 from ..lifecycle import completion
 from ..store import Store
 
 ENDED = ("complete", "failed", "cancelled", "interrupted")
 
-RECONNECT = Envelope("", "", 0, "reconnect", {"reason": "the server is stopping; follow the turn again from the "
-                                                        "last event id (it goes on elsewhere)"})
-"""The last item of a stream ended by a stopping server (``Bus.end_streams``): not a turn
-event (``n`` is 0, no id), it tells the client to resume with its Last-Event-ID."""
+RECONNECT = Envelope.of("", Reconnect(reason="the server is stopping; follow the turn again from the last event "
+                                             "id (it goes on elsewhere)"))
+"""The last item of a stream ended by a stopping server (``Bus.end_streams``)."""
 
 
 class Follower:

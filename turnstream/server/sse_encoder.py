@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from starlette.responses import StreamingResponse
 
 from ..bus import Envelope
+from ..events import Reconnect
 
 PING = b": ping\n\n"
 RETRY = b"retry: 1000\n\n"
@@ -27,9 +28,9 @@ HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection":
 
 def encode(env: Envelope) -> bytes:
     """One event as SSE bytes. JSON never holds a raw newline, so ``data`` is one line. A
-    notice that is not a turn event (``n`` 0: ``follow.RECONNECT``) goes without an id, so
-    the client's Last-Event-ID stays the last real event's."""
-    if env.n == 0:
+    notice that is not a turn event (``events.Reconnect``) goes without an id, so the
+    client's Last-Event-ID stays the last real event's."""
+    if env.name == Reconnect.name:
         return b"".join((b"event: ", env.name.encode(), b"\ndata: ", env.json, b"\n\n"))
     return b"".join((b"id: ", env.event_id.encode(), b"\nevent: ", env.name.encode(), b"\ndata: ", env.json,
                      b"\n\n"))
