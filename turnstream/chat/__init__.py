@@ -41,7 +41,8 @@ def main(settings: Settings, *, session: str | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(run_chat(model, settings.root, session, home=home, extra_tools=mcp_servers))
+    return asyncio.run(run_chat(model, settings.root, session, home=home, extra_tools=mcp_servers,
+                                settings=settings))
 
 
 def _mcp_servers(settings: Settings, log: Path) -> list[Toolset]:

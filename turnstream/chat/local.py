@@ -54,6 +54,7 @@ async def run_chat(
     system: str | None = None,
     max_steps: int = 10,
     extra_tools: Sequence[Tool | Toolset] = (),
+    settings: Settings | None = None,
     console: Console | None = None,
     stdin: TextIO | None = None,
 ) -> int:
@@ -62,17 +63,18 @@ async def run_chat(
     ``model`` is ``provider:model``; ``root`` is the directory the file tools may read;
     ``session`` resumes a stored conversation (or starts one under that id); ``db``
     overrides the store URL (default ``sqlite:///<home>/chat.db``, ``home`` being
-    ``Settings().chat_home()`` unless given); ``extra_tools``
+    ``settings.chat_home()`` unless given); ``extra_tools``
     are added to ``list_directory``, ``read_file`` and ``calculator`` (MCP servers among them
-    are closed when the chat ends).
+    are closed when the chat ends); ``settings`` (budgets, prices, home) are the command's,
+    else read from the environment.
     """
+    settings = settings or Settings.from_env()
     console = console or Console(highlight=False)
     chat = ChatUI(console, LineReader(stdin))
     try:
         real_root = root.expanduser().resolve(strict=True)
         tools = [*make_file_tools(real_root), calculator_tool, *extra_tools]
-        store = open_store_url(db or chat_db_url(home or Settings.from_env().chat_home()))
-        settings = Settings.from_env()
+        store = open_store_url(db or chat_db_url(home or settings.chat_home()))
         agent = Agent(model, tools=tools, system=system or SYSTEM_PROMPT.format(root=real_root),
                       limits=Limits(max_steps=max_steps, budgets=settings.budgets()), store=store,
                       approve=chat.approve, prices=settings.price_table())
