@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from ..blocks import Session
 from ..bus import Envelope, SessionMessage, Subscription
-from ..events import BlockDelta, BlockStart, BlockStop, StreamEvent
+from ..events import BlockDelta, BlockStart, BlockStop, StreamEvent, TurnComplete
 from .api import Call
 from .errors import invalid_field
 from .follow import Follower
@@ -82,12 +82,13 @@ async def whole_turn(state: AppState, session_id: str, turn_id: str) -> AsyncGen
         went_on = False
         async with aclosing(follower.batches()) as batches:
             async for batch in batches:
-                if batch and batch[-1].name == "turn_complete" and batch[-1].data.get("status") == "awaiting_client" \
-                        and await state.store.last_event_n(turn_id) > batch[-1].n:
+                last = batch[-1].event() if batch else None
+                if batch and isinstance(last, TurnComplete) and last.status == "awaiting_client" \
+                        and await state.store.last_event_n(turn_id) > last.n:
                     # A pause the turn has left behind: not the end of the message.
                     if len(batch) > 1:
                         yield batch[:-1]
-                    after, went_on = batch[-1].n, True
+                    after, went_on = last.n, True
                     break
                 yield batch
         if not went_on:
