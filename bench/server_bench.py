@@ -77,7 +77,8 @@ def scenario(first_text: int, answer_text: int, delay_ms: float) -> dict[str, An
     }
 
 
-READY = re.compile(rb"on (http://[^/#\s]+)/#key=(\S+)")
+READY = re.compile(rb"on (http://[^/#\s]+)/ ")
+"""The address line (stdout is a pipe here, so the key is only in the key file)."""
 STAMPS = re.compile(rb"\d{10}\.\d{6}")
 
 
@@ -410,7 +411,7 @@ def main() -> int:
                                   stdout=subprocess.PIPE, stderr=(tmp / "server.log").open("w"), env=env, cwd=tmp)
         procs.append(server)
         m = wait_line(server, READY, 60)
-        url, key = m.group(1).decode(), m.group(2).decode()
+        url, key = m.group(1).decode(), (tmp / "key").read_text().strip()
         pids = {"server": server.pid, "mock": mock.pid}
         progress(f"server {url} (pid {server.pid}), RSS {rss_kib(server.pid)[0] / 1024:.0f} MiB at rest; "
                  f"mock provider pid {mock.pid}, one frame per {a.delay_ms:g} ms")

@@ -255,6 +255,11 @@ class OutputTooLarge(KernelError):
     cell's result says why)."""
 
 
+class KernelProtocolError(KernelError, ValueError):
+    """A kernel sent a line its protocol does not allow (a cell may write to the kernel's
+    pipes itself): the run ends with this error on its cell and the kernel is stopped."""
+
+
 class Overloaded(RunError):
     """A new turn waited longer than the server's limit to be admitted; try again later."""
 
@@ -386,6 +391,7 @@ __all__ = [
     "InputNeeded",
     "InvalidValue",
     "KernelError",
+    "KernelProtocolError",
     "MCPServerError",
     "MCPToolError",
     "MissingExtraError",

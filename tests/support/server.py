@@ -1,8 +1,9 @@
 """Drive a real ``turnstream serve`` process: start it, talk HTTP/SSE to it, stop it.
 
 The server is a subprocess on a free port (``--port 0``; the address is read from the line
-it prints). Nothing here sleeps to wait: reads block on the process's output or on the
-socket, each with a deadline.
+it prints). Its stdout is a pipe, not a terminal, so that line has no key: the login key is
+read from the key file the line names, as a service manager's user would. Nothing here sleeps
+to wait: reads block on the process's output or on the socket, each with a deadline.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import httpx2 as httpx
 
 from turnstream.sse_decoder import SSEDecoder
 
-READY = re.compile(r"on (http://[^/#\s]+)/#key=(\S+)")
+READY = re.compile(r"^turnstream serving .* on (http://[^/#\s]+)/ ")
 
 
 @dataclass
@@ -48,7 +49,9 @@ class Server:
     output: list[str] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
     """API keys of this server's users (the login key, and those ``add_user`` made): none may
-    ever appear in its log, which ``stop`` checks."""
+    ever appear in its log or its stdout, which ``stop`` checks."""
+    unread: bytes = b""
+    """What the server printed after its address line, read with it (``stop`` adds it to ``output``)."""
 
     def client(self, key: str | None = None, *, timeout: float = 30.0, **kw: Any) -> httpx.Client:
         k = self.key if key is None else key
@@ -62,13 +65,14 @@ class Server:
         return key
 
     def stop(self) -> int:
-        """Stop the server; fails if one of its users' keys is anywhere in its log."""
+        """Stop the server; fails if one of its users' keys is anywhere in what it wrote: its
+        log (stderr) or its stdout, which is a log too under a service manager."""
         try:
             return self._stop()
         finally:
-            log = self.log_text()
-            leaked = [k[:6] + "…" for k in [self.key, *self.keys] if k and k in log]
-            assert not leaked, f"API keys in the server's log: {leaked}"
+            written = self.log_text() + "\n".join(self.output)
+            leaked = [k[:6] + "…" for k in [self.key, *self.keys] if k and k in written]
+            assert not leaked, f"API keys in the server's log or stdout: {leaked}"
 
     def _stop(self) -> int:
         if self.proc.poll() is None:
@@ -79,6 +83,8 @@ class Server:
                 self.proc.kill()
                 self.proc.wait(5)
         if self.proc.stdout is not None:
+            rest = self.unread + _rest_of(self.proc.stdout.fileno())
+            self.output += rest.decode(errors="replace").splitlines()
             self.proc.stdout.close()
         return self.proc.returncode
 
@@ -86,9 +92,26 @@ class Server:
         return self.log.read_text() if self.log.exists() else ""
 
 
+def _rest_of(fd: int) -> bytes:
+    """What is left in a pipe whose writer exited (without waiting for a process it may have
+    passed the pipe on to)."""
+    os.set_blocking(fd, False)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _read_until(proc: subprocess.Popen[bytes], pattern: re.Pattern[str], timeout: float,
-                seen: list[str]) -> re.Match[str]:
-    """Read the process's stdout (unbuffered, straight from the pipe) until a line matches."""
+                seen: list[str]) -> tuple[re.Match[str], bytes]:
+    """Read the process's stdout (unbuffered, straight from the pipe) until a line matches;
+    the match and what was read after its line."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     sel = selectors.DefaultSelector()
@@ -103,7 +126,7 @@ def _read_until(proc: subprocess.Popen[bytes], pattern: re.Pattern[str], timeout
                 seen.append(text)
                 m = pattern.search(text)
                 if m:
-                    return m
+                    return m, buf
             left = deadline - time.monotonic()
             if left <= 0 or not sel.select(left):
                 raise TimeoutError(f"the server did not print its address in {timeout}s: {seen}")
@@ -134,14 +157,17 @@ def start_server(workdir: Path, *, db: str | None = None, model: str | None = No
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, env=full_env, cwd=workdir)
     seen: list[str] = []
     try:
-        m = _read_until(proc, READY, 60, seen)
+        m, unread = _read_until(proc, READY, 60, seen)
     except BaseException as exc:
         proc.kill()
         proc.wait()
         assert proc.stdout is not None
         proc.stdout.close()
         raise RuntimeError(f"server failed to start ({exc}); log:\n" + log.read_text()) from None
-    return Server(proc, m.group(1), m.group(2), db, log, seen, [m.group(2)])
+    key_file = full_env["TURNSTREAM_KEY_FILE"]
+    assert f" {key_file} " in m.string, f"the address line does not say where the key is: {m.string}"
+    key = Path(key_file).read_text().strip()
+    return Server(proc, m.group(1), key, db, log, seen, [key], unread)
 
 
 def add_user(db: str, name: str, workdir: Path) -> str:

@@ -6,7 +6,9 @@ blocks in a worker thread on ``select`` with the run's deadline, so the kernel w
 any event loop and across loops. When a run passes its time limit, or the caller is
 cancelled, the tree is killed; the next run starts a fresh child (``generation`` goes up and
 every variable is gone). A reply larger than ``KernelLimits.output_bytes`` is not read: the
-kernel is killed instead, so a cell cannot fill the server's memory.
+kernel is killed instead, so a cell cannot fill the server's memory. A cell can write to the
+protocol pipe itself, so every line is checked (``replies.py``) before it is used; one that
+fails ends its request as an error and the kernel is killed, like a kernel that died.
 
 ``interrupt()`` asks the child to stop the run in progress (a ``KeyboardInterrupt`` in the
 cell; the namespace survives); ``kill_run()`` is the fallback for a cell that does not stop:
@@ -34,14 +36,15 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..aio import shielded
-from ..errors import KernelError, OutputTooLarge
+from ..errors import KernelError, KernelProtocolError, OutputTooLarge
 from .child import human_size
 from .config import KernelLimits, SandboxConfig
 from .launch import KernelProcess, explain_failure, launch
 from .model import Output, error_output
+from .replies import Reply, decode_ready, decode_reply
 
 if TYPE_CHECKING:
     from .pool import KernelPool
@@ -88,9 +91,9 @@ class _Channel:
             self._stdin.write(json.dumps(msg).encode() + b"\n")
             self._stdin.flush()
 
-    def exchange(self, msg: dict[str, Any] | None, deadline: float) -> dict[str, Any]:
-        """Send ``msg`` (if any) and wait for the next line. TimeoutError, EOFError, OSError,
-        OutputTooLarge."""
+    def exchange(self, msg: dict[str, Any] | None, deadline: float) -> bytes:
+        """Send ``msg`` (if any) and wait for the next line, unchecked. TimeoutError, EOFError,
+        OSError, OutputTooLarge."""
         with self._lock:
             if self._closing:
                 raise EOFError("kernel channel closed")
@@ -98,12 +101,17 @@ class _Channel:
         try:
             if msg is not None:
                 self.send(msg)
-            return cast(dict[str, Any], json.loads(self._read_line(deadline)))
+            return self._read_line(deadline)
         finally:
             with self._lock:
                 self._busy = False
                 if self._closing:
                     self._close_files()
+
+    def request(self, msg: dict[str, Any], deadline: float) -> Reply:
+        """``exchange`` and check the reply (in the caller's thread: a large one takes a while).
+        KernelProtocolError besides ``exchange``'s."""
+        return decode_reply(self.exchange(msg, deadline), msg["id"])
 
     def _read_line(self, deadline: float) -> bytes:
         fd = self._stdout.fileno()
@@ -219,14 +227,16 @@ class Kernel:
         channel = _Channel(process, self.limits.output_bytes, workdir)
         try:
             hello = channel.exchange(None, started + self.limits.start_timeout)
-        except (TimeoutError, EOFError, OSError, ValueError) as exc:
+        except (TimeoutError, EOFError, OSError, ValueError, OutputTooLarge) as exc:
             channel.kill()
             said = process.stderr_text()
             raise explain_failure(said, self.sandbox) or KernelError(
                 f"the notebook kernel did not start: {said or repr(exc)}") from exc
-        if hello.get("op") != "ready":
+        try:
+            decode_ready(hello)
+        except KernelProtocolError as exc:
             channel.kill()
-            raise KernelError(f"the notebook kernel sent {hello!r} instead of ready")
+            raise KernelError(f"the notebook kernel did not start: {exc}") from exc
         self.last_start_seconds = time.monotonic() - started
         return channel
 
@@ -256,7 +266,7 @@ class Kernel:
             started = time.monotonic()
             try:
                 # On cancel the await ends at once; the thread's read ends when the kernel is killed.
-                reply = await asyncio.to_thread(channel.exchange, msg, started + limit)
+                reply = await asyncio.to_thread(channel.request, msg, started + limit)
             except asyncio.CancelledError:
                 await self._lose(channel)
                 raise
@@ -277,7 +287,14 @@ class Kernel:
                     "may return, so the kernel was stopped and every variable is gone. Show less (a summary, "
                     ".head(), fewer points), or write the data to a file.")],
                     time.monotonic() - started, restarted=True)
-            except (EOFError, OSError, ValueError) as exc:
+            except KernelProtocolError as exc:
+                await self._lose(channel)
+                return ExecResult("error", [error_output(
+                    "KernelProtocolError",
+                    f"The kernel sent the server something it does not accept ({exc}); code in a cell may have "
+                    "written to the kernel's own channel. The kernel was stopped and every variable is gone; "
+                    "run the cells it needs again.")], time.monotonic() - started, restarted=True)
+            except (EOFError, OSError, ValueError) as exc:  # ValueError: its pipe was closed meanwhile
                 code_ = await self._lose(channel)
                 if self._stopping == seq:
                     return ExecResult("error", [interrupted_output(
@@ -288,13 +305,11 @@ class Kernel:
             finally:
                 self._running = None
             duration = time.monotonic() - started
-        status: Literal["success", "error"] = "success" if reply.get("status") == "success" else "error"
-        outputs = cast(list[Output], reply.get("outputs") or [])
         if self._asked == seq:
-            for out in outputs:
+            for out in reply.outputs:
                 if out["type"] == "error" and out["ename"] == "KeyboardInterrupt":
                     out["interrupted"] = True
-        return ExecResult(status, outputs, duration)
+        return ExecResult(reply.status, reply.outputs, duration)
 
     async def interrupt(self) -> bool:
         """Ask the child to stop the run in progress (a KeyboardInterrupt in the cell). False
@@ -331,17 +346,17 @@ class Kernel:
             assert channel is not None
             self._seq += 1
             try:
-                reply = await asyncio.to_thread(channel.exchange, {**msg, "id": self._seq},
+                reply = await asyncio.to_thread(channel.request, {**msg, "id": self._seq},
                                                 time.monotonic() + self.limits.start_timeout)
             except asyncio.CancelledError:
                 await self._lose(channel)
                 raise
-            except (TimeoutError, EOFError, OSError, ValueError) as exc:
+            except (TimeoutError, EOFError, OSError, ValueError, OutputTooLarge) as exc:  # KernelProtocolError too
                 await self._lose(channel)
                 raise KernelError(f"the kernel failed on {msg['op']}: {exc!r}") from exc
-        if reply.get("status") != "success":
-            outs = reply.get("outputs") or [{}]
-            raise KernelError(f"the kernel could not {msg['op']} {msg.get('name')}: {outs[0].get('evalue')}")
+        if reply.status != "success":
+            why = next((o["evalue"] for o in reply.outputs if o["type"] == "error"), "no reason given")
+            raise KernelError(f"the kernel could not {msg['op']} {msg.get('name')}: {why}")
 
     def _death_note(self, channel: _Channel, code: int | None, exc: BaseException) -> str:
         group = channel.process.group

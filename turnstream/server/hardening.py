@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -59,10 +60,19 @@ class SecurityHeaders:
 
 def header_deadline_protocol(timeout: float) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol with a deadline on each request's headers (see above)."""
+    from uvicorn.config import Config
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    from uvicorn.server import ServerState
 
     class HeaderDeadlineProtocol(HttpToolsProtocol):
         _deadline: asyncio.TimerHandle | None = None
+
+        def __init__(self, config: Config, server_state: ServerState, app_state: dict[str, Any],
+                     _loop: asyncio.AbstractEventLoop | None = None) -> None:
+            super().__init__(config, server_state, app_state, _loop)
+            # The loop makes a protocol for each accepted connection and hands it the connection
+            # at once, so the first request's deadline runs from here.
+            self._arm()
 
         def _arm(self) -> None:
             self._disarm()
@@ -77,10 +87,6 @@ def header_deadline_protocol(timeout: float) -> type[asyncio.Protocol]:
             self._deadline = None
             if not self.transport.is_closing():
                 self.transport.close()
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm()
 
         def on_message_begin(self) -> None:
             super().on_message_begin()

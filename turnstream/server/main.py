@@ -3,11 +3,13 @@
 It runs with one ``Settings`` object (``turnstream.settings``: the environment, read once,
 with the command line's flags over it).
 
-The login key: keys are stored hashed, so the key printed at start-up is kept in a key
-file readable only by its owner (``<database file>.key`` for SQLite, else under
-``~/.config/turnstream/``). On first start — no key file, or its key no longer valid —
-a local user is created and its key written there. ``--port 0`` picks a free port; the
-address printed is the real one.
+The login key: keys are stored hashed, so the login key is kept in a key file readable only
+by its owner (``<database file>.key`` for SQLite, else under ``~/.config/turnstream/``). On
+first start — no key file, or its key no longer valid — a local user is created and its key
+written there. The address is printed with the key in its fragment only when stdout is a
+terminal (a person reads it, as Jupyter prints its token); anywhere else stdout is a log
+(systemd, docker), so the address is printed without the key and with the key file's path.
+``--port 0`` picks a free port; the address printed is the real one.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import logging
 import os
 import signal
 import socket
+import stat
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -60,18 +64,40 @@ def key_file(settings: Settings) -> Path:
 
 
 async def login_key(store: Store, path: Path, *, persistent: bool) -> tuple[str, bool]:
-    """The key to print, and whether a user was created for it."""
+    """The login key, and whether a user was created for it. The key file always ends up
+    holding it, readable by its owner only (a file an older version or a person left readable
+    by others is tightened); only a persistent database's key is reused at the next start."""
     if persistent and path.is_file():
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            os.chmod(path, mode & 0o700)
+            log.warning("the key file %s was open to other users (mode %o); it is owner-only now", path, mode)
         key = path.read_text().strip()
         if key and await store.user_by_key(key) is not None:
             return key, False
     key = await _new_local_user(store)
-    if persistent:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # A new file (mkstemp makes it 0600) put in the old one's place: a process holding the old
+    # file open, when it was readable by others, does not see the new key.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
         with os.fdopen(fd, "w") as f:
             f.write(key + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return key, True
+
+
+def address_line(model: str, address: str, key: str, path: Path, *, terminal: bool) -> str:
+    """What ``serve`` prints once it listens: the address with the key for a person at a
+    terminal; elsewhere (a log) the address and where the key is, never the key."""
+    if terminal:
+        return f"turnstream serving {model} on {address}/#key={key}"
+    return (f"turnstream serving {model} on {address}/ (sign in by adding #key= and the login key kept in "
+            f"{path} to that address; it is not printed here, where the output may be a log)")
 
 
 async def _new_local_user(store: Store) -> str:
@@ -122,7 +148,8 @@ async def _run(settings: Settings, logging_to: logs.LogChoice) -> int:
         if taken:
             log.info("took over %d turn(s) of a stopped process", len(taken), extra={"turns": taken})
         state.turns.start_sweeping()
-        key, created = await login_key(store, key_file(settings), persistent=db.persistent)
+        kept_in = key_file(settings)
+        key, created = await login_key(store, kept_in, persistent=db.persistent)
         beat = asyncio.create_task(_heartbeat(store, settings.heartbeat_interval))
 
         shown = f"[{host}]" if ":" in host else host
@@ -130,8 +157,10 @@ async def _run(settings: Settings, logging_to: logs.LogChoice) -> int:
             print(f"No model configured (--model, or ANTHROPIC_API_KEY / OPENAI_API_KEY): running the demo "
                   f"model {model}.", flush=True)
         if created:
-            print("Created a local user; its key is kept in the key file for the next start.", flush=True)
-        print(f"turnstream serving {model} on http://{shown}:{real_port}/#key={key}", flush=True)
+            print("Created a local user; its key is kept in the key file"
+                  + (" for the next start." if db.persistent else "."), flush=True)
+        print(address_line(model, f"http://{shown}:{real_port}", key, kept_in, terminal=sys.stdout.isatty()),
+              flush=True)
         if logging_to.console:
             hint = "Open that address in a browser (it signs you in); Ctrl-C stops the server."
             if not logging_to.access:

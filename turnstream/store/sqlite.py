@@ -145,6 +145,17 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+def _owner_only(paths: Sequence[str]) -> None:
+    """Take the group's and others' permissions off those of ``paths`` that exist."""
+    for path in paths:
+        try:
+            mode = os.stat(path).st_mode & 0o7777
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            os.chmod(path, mode & 0o700)
+
+
 class SQLiteStore:
     """The Store protocol on one SQLite file (``:memory:`` gives a private database)."""
 
@@ -181,13 +192,15 @@ class SQLiteStore:
         return await shielded(asyncio.get_running_loop().run_in_executor(self._thread, fn, *args))
 
     def _connect(self) -> sqlite3.Connection:
-        if self.path != ":memory:":
+        files = [] if self.path == ":memory:" else [self.path, f"{self.path}-wal", f"{self.path}-shm"]
+        if files:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             # A new database is readable by its owner only (it holds every user's
             # conversations and key hashes); SQLite gives its -wal and -shm files the
-            # database's mode.
+            # database's mode. One made earlier with a wider mode is tightened.
             with contextlib.suppress(FileExistsError):
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            _owner_only(files)
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA busy_timeout = 5000")

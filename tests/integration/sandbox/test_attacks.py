@@ -15,6 +15,8 @@ import sqlite3
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.integration.sandbox.cells import Notebook, host_ip, text_of
 from tests.integration.sandbox.conftest import BOB_SECRET, CANARY_KEY, Bob
 from tests.support.paths import REPO
@@ -302,4 +304,79 @@ got
     assert got["clone3"] == "Function not implemented"  # so the C library falls back to clone
     assert "Operation not permitted" in got["unshare -U"]
     assert got["thread and subprocess"] == 0  # what cells need still works
+    bob.assert_intact()
+
+
+FORGER = """
+import json, os, sys
+
+def request_id():
+    # the id of the run under way, read from the kernel's own frames
+    frame = sys._getframe()
+    while frame is not None:
+        msg = frame.f_locals.get('msg')
+        if isinstance(msg, dict) and msg.get('op') == 'run':
+            return msg['id']
+        frame = frame.f_back
+
+def forge(line):
+    # one line on every descriptor the cell may write to: the protocol pipe among them
+    for fd in range(3, 64):
+        try:
+            os.write(fd, line + b'\\n')
+        except OSError:
+            pass
+
+def reply(**fields):
+    return json.dumps({'id': request_id(), 'status': 'success', 'outputs': [], **fields}).encode()
+"""
+FORGERIES = {
+    "nested past any recursion limit": "forge(b'[' * 100_000)",
+    "not an object": "forge(b'[1, 2, 3]')",
+    "not JSON": "forge(b'{\"id\": ')",
+    "NaN": "forge(reply().replace(b'[]', b'[NaN]'))",
+    "another request's id": "forge(json.dumps({'id': -1, 'status': 'success', 'outputs': []}).encode())",
+    "a status that is none": "forge(reply(status={'ok': True}))",
+    "outputs that are no list": "forge(reply(outputs='all fine'))",
+    "an output that is no object": "forge(reply(outputs=[42]))",
+    "an output of an unknown type": "forge(reply(outputs=[{'type': 'script', 'text': 'alert(1)'}]))",
+    "a table with words for its shape": "forge(reply(outputs=[{'type': 'table', 'html': '', 'text': '', "
+                                        "'rows': 'many', 'columns': True}]))",
+}
+
+
+@pytest.mark.parametrize("forgery", FORGERIES, ids=list(FORGERIES))
+def test_a_forged_reply_on_the_protocol_pipe_ends_the_run_as_an_error(server: Server, bob: Bob,
+                                                                      forgery: str) -> None:
+    notebook = Notebook(server)
+    with notebook.client() as c:
+        cells = f"/api/sessions/{notebook.id}/notebook/cells"
+        forged = c.post(cells, json={"code": FORGER + FORGERIES[forgery]}).json()
+        r = c.post(f"{cells}/{forged['id']}/run")
+        assert r.status_code == 200, r.text  # the route answers: no exception reached it
+        cell = r.json()["cell"]
+        assert cell["status"] == "error", cell
+        [error] = cell["outputs"]
+        assert error["ename"] == "KernelProtocolError", error
+        assert "written to the kernel's own channel" in error["evalue"]
+        assert c.get("/healthz").status_code == 200
+        after = c.post(cells, json={"code": "6 * 7"}).json()  # a fresh kernel runs the next cell
+        assert c.post(f"{cells}/{after['id']}/run").json()["cell"]["outputs"] == [{"type": "text", "text": "42"}]
+    bob.assert_intact()
+
+
+def test_a_well_formed_forgery_is_the_cells_own_output_and_the_real_reply_is_refused_next(
+        server: Server, bob: Bob) -> None:
+    """A forged reply with the right id and shape is accepted as the cell's outputs (they are the
+    cell's to choose), made storable; the kernel's real reply then answers the wrong request and
+    the next run says so, and the one after runs in a fresh kernel."""
+    notebook = Notebook(server)
+    figure = "{'data': [{'x': [1, 2**70], 'name': chr(0xdc80)}], 'layout': {}}"
+    result = notebook.run(FORGER + f"forge(reply(outputs=[{{'type': 'plotly', 'figure': {figure}}}]))")
+    assert result["status"] == "success", result
+    [saved] = notebook.state()["cells"][-1]["outputs"]  # stored, and sent over the WebSocket
+    assert saved["figure"]["data"][0] == {"x": [1, float(2**70)], "name": "\\udc80"}
+    stale = notebook.run("1 + 1")
+    assert stale["status"] == "error" and stale["outputs"][-1]["error"].startswith("KernelProtocolError:"), stale
+    assert notebook.value("1 + 1") == "2"
     bob.assert_intact()
