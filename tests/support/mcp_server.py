@@ -1,12 +1,16 @@
 """A real MCP server written with the ``mcp`` SDK, for the tests: ``python -m
-tests.support.mcp_server stdio`` or ``… http PORT`` (streamable HTTP on 127.0.0.1:PORT/mcp).
+tests.support.mcp_server stdio`` or ``… http PORT`` (streamable HTTP on 127.0.0.1:PORT/mcp),
+which speak the protocol the client opens with (2026-07-28, or the handshake of the older
+versions); ``… stdio-2025`` speaks only the older versions (the ``initialize`` handshake).
 
 Its tools: ``add``; ``hang`` (sleeps until cancelled, and says so on stderr); ``crash`` (the
-process exits mid-call); ``fail`` (an ``isError`` result); ``media`` (an image and a resource
-link); ``greet`` (asks the user's name: an elicitation); ``signup`` (asks for a form of a
-string, an integer, a boolean and a choice); ``trace`` (the ``traceparent`` the request
-carried, as an HTTP header and in ``_meta``); ``grow`` (adds the tool ``extra`` and
-announces the change); ``pid`` (this process's id, to tell a restarted server).
+process exits mid-call); ``fail`` (an ``isError`` result); ``media`` (text, a PNG, an embedded
+PDF, a resource link and a WAV clip); ``greet`` (asks the user's name: an elicitation,
+2026-07-28 style); ``ask`` (asks the user's name mid-call, the pre-2026 way, and says what it
+got on stderr); ``signup`` (asks for a form of a string, an integer, a boolean and a choice);
+``trace`` (the ``traceparent`` the request carried, as an HTTP header and in ``_meta``);
+``grow`` (adds the tool ``extra`` and announces the change); ``pid`` (this process's id, to
+tell a restarted server).
 """
 
 from __future__ import annotations
@@ -20,11 +24,13 @@ from typing import Annotated, Literal
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, Resolve
-from mcp.types import ImageContent, ResourceLink, TextContent
+from mcp.types import AudioContent, BlobResourceContents, EmbeddedResource, ImageContent, ResourceLink, TextContent
 from pydantic import BaseModel
 
+from tests.support.media import PDF, PNG
+
 server = MCPServer("test-tools")
-PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 24).decode()
+WAV = b"RIFF\x24\x00\x00\x00WAVEfmt " + b"\x00" * 28
 
 
 @server.tool()
@@ -56,13 +62,20 @@ def fail() -> str:
     raise ValueError("the disk is on fire")
 
 
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
 @server.tool()
-def media() -> list[TextContent | ImageContent | ResourceLink]:
-    """A picture and a link."""
+def media() -> list[TextContent | ImageContent | EmbeddedResource | ResourceLink | AudioContent]:
+    """A picture, a document, a link and a sound."""
     return [TextContent(type="text", text="here you are"),
-            ImageContent(type="image", data=PNG, mime_type="image/png"),
+            ImageContent(type="image", data=b64(PNG), mime_type="image/png"),
+            EmbeddedResource(type="resource", resource=BlobResourceContents(
+                uri="file:///srv/summary.pdf", mime_type="application/pdf", blob=b64(PDF))),
             ResourceLink(type="resource_link", name="report", uri="file:///srv/report.pdf",
-                         mime_type="application/pdf", description="the full report")]
+                         mime_type="application/pdf", description="the full report"),
+            AudioContent(type="audio", data=b64(WAV), mime_type="audio/wav")]
 
 
 class Name(BaseModel):
@@ -77,6 +90,14 @@ def ask_name() -> Elicit[Name]:
 def greet(who: Annotated[Name, Resolve(ask_name)]) -> str:
     """Greets the user by name (asks for it)."""
     return f"Hello, {who.name}!"
+
+
+@server.tool()
+async def ask(ctx: Context) -> str:
+    """Greets the user by name, asking for it mid-call (the request a pre-2026 server sends)."""
+    answer = await ctx.elicit("What is your name?", Name)
+    print(f"ask: {answer.action}", file=sys.stderr, flush=True)
+    return f"Hello, {answer.data.name}!" if answer.action == "accept" else f"No name ({answer.action})."
 
 
 class Signup(BaseModel):
@@ -124,9 +145,22 @@ def pid() -> str:
     return str(os.getpid())
 
 
+async def serve_handshake_only() -> None:
+    """Over stdio, the ``initialize`` handshake only (protocol versions before 2026-07-28): a
+    ``server/discover`` probe is refused, and the client falls back to the handshake."""
+    from mcp.server.runner import serve_loop
+    from mcp.server.stdio import stdio_server
+
+    low = server._lowlevel_server
+    async with stdio_server() as (read, write), low.lifespan(low) as state:
+        await serve_loop(low, read, write, lifespan_state=state, init_options=low.create_initialization_options())
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "stdio":
         server.run()
+    elif sys.argv[1] == "stdio-2025":
+        anyio.run(serve_handshake_only)
     else:
         import uvicorn
 

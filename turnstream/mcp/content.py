@@ -1,37 +1,72 @@
-"""An MCP tool result as the text every provider format takes in a tool result.
+"""An MCP tool result as a turnstream tool result: text, and the images and PDFs every
+provider format takes in a tool result.
 
-Tool results are text in turnstream's blocks (``ToolResultBlock.content`` is a string), so
-each content block becomes text: text as it is; a resource link as its name, URI, type and
-description; an embedded text resource as its text under its URI; an image, audio or
-binary resource as a line saying what it was (its type and size) — the model is told it was
-there, but does not see it. ``structuredContent`` is used as JSON when there is no content.
+Each content block becomes a paragraph of the result's text: text as it is; a resource link
+as its name, URI, type and description; an embedded text resource as its text under its URI.
+An image, or an embedded binary resource, whose bytes are a PNG, JPEG, GIF, WebP or PDF file
+becomes a media part (``ImagePart`` / ``FilePart``), which the loop stores as the result's
+attachments with the limits of any tool's images (``content.check_parts``); its paragraph
+says it is attached. The type is read from the bytes, so a server that labels a JPEG
+``image/png`` still gets it through. What no provider takes in a tool result (audio, any
+other blob, an image of another type or with bytes that are not base64) stays a line saying
+what it was and why the model does not see it. ``structuredContent`` is used as JSON when
+there is no content.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+from urllib.parse import unquote, urlsplit
 
 import mcp_types as mt
 import orjson
 
+from ..content import IMAGE_TYPES, MEDIA_TYPES, MediaPart, part_of, sniff
 
-def _size(data: str) -> str:
+ACCEPTED = ", ".join(IMAGE_TYPES)
+
+
+def _decode(data: str) -> bytes | None:
     try:
-        n = len(base64.b64decode(data, validate=False))
+        return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        n = len(data)
-    return f"{n} bytes"
+        return None
 
 
-def block_text(block: mt.ContentBlock) -> str:
-    """One content block as text."""
+def _file_name(uri: str) -> str | None:
+    """The last segment of a resource's URI (``report.pdf``), as the attachment's name."""
+    name = unquote(urlsplit(uri).path.rpartition("/")[2])
+    return name or None
+
+
+def _media(kind: str, mime: str, data: str, name: str | None, accepted: tuple[str, ...],
+           media: list[MediaPart] | None) -> str:
+    """An image or a binary resource: attached to ``media`` (when given) if its bytes are of
+    a type the providers take, else a line saying why not."""
+    raw = _decode(data)
+    if raw is None:
+        return f"[{kind}: {mime}; left out: its data is not base64]"
+    size = f"{len(raw)} bytes"
+    found = sniff(raw)
+    if found not in accepted:
+        return f"[{kind}: {mime}, {size}; not shown to the model: tool results take {', '.join(accepted)}]"
+    if media is None:
+        return f"[{kind}: {found}, {size}; not shown to the model: an error result is text only]"
+    media.append(part_of(found, raw, name))
+    return f"[{kind}: {found}, {size}; attached]"
+
+
+def block_text(block: mt.ContentBlock, media: list[MediaPart] | None = None) -> str:
+    """One content block as text; its image or PDF goes to ``media`` when given."""
     if isinstance(block, mt.TextContent):
         return block.text
     if isinstance(block, mt.ImageContent):
-        return f"[image: {block.mime_type}, {_size(block.data)}; images are not shown to the model]"
+        return _media("image", block.mime_type, block.data, None, IMAGE_TYPES, media)
     if isinstance(block, mt.AudioContent):
-        return f"[audio: {block.mime_type}, {_size(block.data)}; audio is not played to the model]"
+        raw = _decode(block.data)
+        size = f", {len(raw)} bytes" if raw is not None else ""
+        return f"[audio: {block.mime_type}{size}; not played to the model: no provider takes audio in a tool result]"
     if isinstance(block, mt.ResourceLink):
         parts = [f"[resource link: {block.name} <{block.uri}>"]
         if block.mime_type:
@@ -42,15 +77,18 @@ def block_text(block: mt.ContentBlock) -> str:
     resource = block.resource
     if isinstance(resource, mt.TextResourceContents):
         return f"[resource <{resource.uri}>]\n{resource.text}"
-    mime = resource.mime_type or "binary"
-    return f"[resource <{resource.uri}>: {mime}, {_size(resource.blob)}; not shown to the model]"
+    return _media(f"resource <{resource.uri}>", resource.mime_type or "binary", resource.blob,
+                  _file_name(str(resource.uri)), MEDIA_TYPES, media)
 
 
-def result_text(result: mt.CallToolResult) -> str:
-    """The whole result as text: its blocks, one per paragraph."""
+def result_content(result: mt.CallToolResult, *, with_media: bool = True) -> tuple[str, list[MediaPart]]:
+    """The whole result: its blocks as text, one per paragraph, and its images and PDFs in
+    order (none when ``with_media`` is false: an error result's text says they were there)."""
     if not result.content and result.structured_content is not None:
-        return orjson.dumps(result.structured_content).decode()
-    return "\n\n".join(block_text(b) for b in result.content)
+        return orjson.dumps(result.structured_content).decode(), []
+    media: list[MediaPart] = []
+    text = "\n\n".join(block_text(b, media if with_media else None) for b in result.content)
+    return text, media
 
 
-__all__ = ["block_text", "result_text"]
+__all__ = ["block_text", "result_content"]

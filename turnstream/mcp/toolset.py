@@ -13,10 +13,12 @@ the server says it changed (``tools/list_changed``, or a ``subscriptions/listen`
 
 Each call runs under the tool's timeout and the turn's cancel, like any tool: leaving the
 ``await`` cancels the MCP request. An ``isError`` result or a protocol error becomes an
-``is_error`` result. A server that asks the user for input (an elicitation, which the
-2026-07-28 protocol returns as ``InputRequiredResult``) pauses the turn (``InputNeeded``);
-the answer comes back through ``ToolContext.answer`` and the call is sent again with it and
-the server's ``request_state``, so nothing is held open while the user thinks.
+``is_error`` result; images and PDFs in a result become its attachments (``content.py``). A
+server that asks the user for input (an elicitation) pauses the turn (``InputNeeded``) and
+the answer comes back through ``ToolContext.answer``. On 2026-07-28 connections the question
+is an ``InputRequiredResult`` and the call is sent again with the answer and the server's
+``request_state``, so nothing is held open while the user thinks; on older ones it is a
+request in the middle of the call, which is held open in this process (``live.py``).
 
 Why one module of this size: the connection task, the call path and the tool-list cache share
 one lifecycle (a server that dies ends all three at once, and the next use starts them again).
@@ -36,16 +38,19 @@ import httpx2
 import mcp_types as mt
 import orjson
 from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.session import ClientRequestContext, IncomingMessage
+from mcp.client.session import IncomingMessage
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from ..content import MediaPart
 from ..errors import InputNeeded, MCPServerError, MCPToolError, UsageError
 from ..tools.executor import format_seconds
 from ..tools.tool import DEFAULT_TIMEOUT, Tool, ToolContext
 from .config import ServerConfig
-from .content import result_text
+from .content import result_content
+from .live import HOLD_LIMIT, CallResult, LiveCalls
 from .names import server_name_problem, tool_name
 
 if TYPE_CHECKING:
@@ -57,14 +62,6 @@ CONNECT_TIMEOUT = 30.0
 CLOSE_TIMEOUT = 5.0
 CONTEXT_KEY = "__turnstream_context__"
 """The keyword under which the executor hands an MCP tool its ``ToolContext``."""
-
-
-async def _decline_live_elicitation(context: ClientRequestContext, params: mt.ElicitRequestParams) -> mt.ElicitResult:
-    """An elicitation sent as a request in the middle of a call (servers on protocol versions
-    before 2026-07-28): the call cannot be held open across a pause, so it is declined."""
-    log.warning("an MCP server asked for input mid-call on a pre-2026-07-28 connection; declined "
-                "(turnstream answers elicitations on 2026-07-28 connections)")
-    return mt.ElicitResult(action="decline")
 
 
 class MCPToolset:
@@ -97,6 +94,8 @@ class MCPToolset:
         self._lock: asyncio.Lock | None = None
         self._ending: set[asyncio.Task[None]] = set()
         """Connections let go of (their server stopped), until their tasks end."""
+        self._live = LiveCalls(name)
+        """Calls on pre-2026-07-28 connections, which may ask a question mid-call."""
 
     @classmethod
     def stdio(cls, name: str, command: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
@@ -166,6 +165,7 @@ class MCPToolset:
         self._client = self._task = self._stop = None
 
     async def aclose(self) -> None:
+        self._live.close()
         for ending in list(self._ending):
             ending.cancel()
         task, stop = self._task, self._stop
@@ -203,7 +203,7 @@ class MCPToolset:
         return list(tools.values())
 
     def _wrap(self, name: str, remote: mt.Tool) -> Tool:
-        async def call(**args: Any) -> str:
+        async def call(**args: Any) -> str | list[str | MediaPart]:
             ctx = args.pop(CONTEXT_KEY)
             assert isinstance(ctx, ToolContext)
             return await self.call(remote.name, args, ctx)
@@ -214,40 +214,73 @@ class MCPToolset:
         return Tool(name=name, description=description, input_schema=schema, fn=call, timeout=self.timeout,
                     requires_approval=self.requires_approval, is_async=True, context_param=CONTEXT_KEY)
 
-    async def call(self, remote: str, args: dict[str, Any], ctx: ToolContext) -> str:
-        """Call the server's tool ``remote``: the result's text, or ``MCPToolError`` /
-        ``MCPServerError``, or ``InputNeeded`` when the server asks the user something."""
-        client = await self._connected()
-        extra: dict[str, Any] = {}
+    async def call(self, remote: str, args: dict[str, Any], ctx: ToolContext) -> str | list[str | MediaPart]:
+        """Call the server's tool ``remote``: the result's text (and its images and PDFs, if
+        any, after it), or ``MCPToolError`` / ``MCPServerError``, or ``InputNeeded`` when the
+        server asks the user something."""
+        state: dict[str, Any] = {}
         if ctx.answer is not None:
             state = ctx.answer.get("state") or {}
-            if state.get("server") != self.name:
+            if not isinstance(state, dict) or state.get("server") != self.name:
                 raise MCPServerError("the answer given does not belong to this server's question")
-            action = ctx.answer.get("action", "decline")
-            reply = (mt.ElicitResult(action="accept", content=ctx.answer.get("content") or {})
-                     if action == "accept" else mt.ElicitResult(action=action))
-            extra = {"input_responses": {state["key"]: reply}, "request_state": state.get("request_state")}
+        client: Client | None = None
         try:
-            result = await self._mcp_call(client, remote, args, extra, ctx.telemetry)
+            if "live" in state:
+                assert ctx.answer is not None
+                result = await self._answer_live(state, _reply(ctx.answer))
+            else:
+                client = await self._connected()
+                result = await self._send(client, remote, args, state, ctx)
         except MCPError as exc:
             if exc.error.code == mt.CONNECTION_CLOSED:
-                self._drop(client)
+                if client is not None:
+                    self._drop(client)
                 raise MCPServerError(f"the MCP server {self.name!r} stopped during the call; it is started "
                                      "again on the next call") from None
-            if ctx.answer is not None:
+            if "request_state" in state:
                 raise MCPServerError(
                     f"the MCP server {self.name!r} no longer takes the answer to its question ({exc}); it was "
                     "probably started again since it asked, and the call it asked from is lost. To go on, call "
                     "the tool again (the question is asked again)") from None
             raise MCPServerError(f"the MCP server {self.name!r} answered with an error: {exc}") from None
         if isinstance(result, mt.InputRequiredResult):
-            raise self._question(result, answered=ctx.answer is not None)
+            raise self._question(result)
         if not isinstance(result, mt.CallToolResult):
             raise MCPServerError(f"the MCP server {self.name!r} sent a result of a kind turnstream does not know")
-        text = result_text(result)
         if result.is_error:
+            text, _ = result_content(result, with_media=False)
             raise MCPToolError(text or "the tool reported an error")
-        return text
+        text, media = result_content(result)
+        return [text, *media] if media else text
+
+    async def _send(self, client: Client, remote: str, args: dict[str, Any], state: dict[str, Any],
+                    ctx: ToolContext) -> CallResult:
+        """Send the call: on a 2026-07-28 connection as a plain request (with the answer to
+        its question, when it is sent again after one); on an older one in a task of its own,
+        so that a question it asks mid-call can be held open (``live.py``)."""
+        protocol = client.protocol_version
+        if protocol in MODERN_PROTOCOL_VERSIONS:
+            extra: dict[str, Any] = {}
+            if ctx.answer is not None:
+                if not isinstance(state.get("key"), str):
+                    raise MCPServerError("the answer given does not belong to this server's question")
+                extra = {"input_responses": {state["key"]: _reply(ctx.answer)},
+                         "request_state": state.get("request_state")}
+            return await self._mcp_call(client, remote, args, extra, ctx.telemetry)
+        call = self._live.start(self._mcp_call(client, remote, args, {}, ctx.telemetry))
+        return await self._live.follow(call, protocol)
+
+    async def _answer_live(self, state: dict[str, Any], reply: mt.ElicitResult) -> CallResult:
+        """Hand the answer to a question asked mid-call, and follow the call on."""
+        call = self._live.answer(state.get("live"), reply)
+        if call is None:
+            raise MCPServerError(
+                f"the MCP server {self.name!r} asked its question in the middle of the call (protocol "
+                f"{state.get('protocol', 'before 2026-07-28')}), so the call was held open only in the process that "
+                "ran it; that process restarted (or the question waited longer than "
+                f"{format_seconds(HOLD_LIMIT)}), and the server's question could not be carried across the restart. "
+                "To go on, call the tool again (the question is asked again)")
+        return await self._live.follow(call, str(state.get("protocol")))
 
     async def _mcp_call(self, client: Client, remote: str, args: dict[str, Any], extra: dict[str, Any],
                         telemetry: Telemetry | None) -> mt.CallToolResult | mt.InputRequiredResult:
@@ -275,7 +308,7 @@ class MCPToolset:
             attrs["server.port"] = url.port
         return attrs
 
-    def _question(self, result: mt.InputRequiredResult, *, answered: bool) -> InputNeeded | MCPServerError:
+    def _question(self, result: mt.InputRequiredResult) -> InputNeeded | MCPServerError:
         """The first form elicitation of an ``InputRequiredResult`` as ``InputNeeded`` (the server
         asks any others on the next round); an error for what turnstream cannot answer."""
         for key, request in (result.input_requests or {}).items():
@@ -330,7 +363,7 @@ class MCPToolset:
         """The connection's task: open it, keep it until ``stop``, notice when it breaks."""
         try:
             async with AsyncExitStack() as stack:
-                client = Client(self._transport(stack), cache=None, elicitation_callback=_decline_live_elicitation,
+                client = Client(self._transport(stack), cache=None, elicitation_callback=self._live.on_elicit,
                                 message_handler=self._on_message)
                 await stack.enter_async_context(client)
                 ready.set_result(client)
@@ -385,6 +418,14 @@ async def _trace_headers(request: httpx2.Request) -> None:
         for key in ("traceparent", "tracestate"):
             if isinstance(meta.get(key), str):
                 request.headers[key] = meta[key]
+
+
+def _reply(answer: dict[str, Any]) -> mt.ElicitResult:
+    """The user's answer (``ToolContext.answer``) as the MCP ``ElicitResult``."""
+    action = answer.get("action", "decline")
+    if action == "accept":
+        return mt.ElicitResult(action="accept", content=answer.get("content") or {})
+    return mt.ElicitResult(action="cancel" if action == "cancel" else "decline")
 
 
 def _first(exc: BaseException) -> BaseException:

@@ -66,6 +66,47 @@ def test_an_elicitation_is_answered_through_the_api_across_a_server_restart(tmp_
     assert server_errors(srv) == []
 
 
+ASK = {"name": "ask", "fragment_size": 6, "steps": [
+    {"blocks": [{"type": "tool_use", "name": "o__ask", "input": {}}]},
+    {"blocks": [{"type": "tool_use", "name": "o__ask", "input": {}}]},
+    {"blocks": [{"type": "text", "text": "{{results[0]}} {{last}}"}]}]}
+
+
+def test_a_question_asked_mid_call_by_an_older_server_is_answered_and_declined_through_the_api(
+        tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"o": {
+        "command": sys.executable, "args": ["-m", "tests.support.mcp_server", "stdio-2025"], "cwd": str(ROOT)}}}))
+    srv = start_server(tmp_path, model=scenario(tmp_path / "ask.json", ASK),
+                       env={"TURNSTREAM_MCP_CONFIG": str(config)})
+    try:
+        with srv.client() as c:
+            sid = new_session(c, toolset="none")
+            events = run_turn(c, sid, "greet me")
+            for answer, status in ((json.dumps({"name": "Ann"}), "awaiting_client"), (None, "complete")):
+                req = next(e for e in reversed(events) if e.event == "tool_request")
+                assert req.data["elicitation"]["message"] == "What is your name?"
+                assert req.data["elicitation"]["requested_schema"]["required"] == ["name"]
+                assert events[-1].data["status"] == "awaiting_client"
+                body = {"tool_use_id": req.data["tool_use_id"]}
+                body.update({"content": answer} if answer is not None else {"approved": False})
+                r = c.post(f"/api/sessions/{sid}/tool-results", json=body)
+                assert r.status_code == 200, r.text
+                tid, _, _ = r.json()["last_event_id"].rpartition(":")
+                with sse(c, "GET", f"/api/sessions/{sid}/turns/{tid}/events",
+                         headers={"Last-Event-ID": r.json()["last_event_id"]}) as stream:
+                    events = stream.rest()
+                assert events[-1].data["status"] == status
+    finally:
+        srv.stop()
+    # the MCP server's stderr (its own lines saying what it got) goes to the server's log
+    lines = server_errors(srv)
+    assert [line for line in lines if line.startswith("ask: ")] == ["ask: accept", "ask: decline"]
+    assert [line for line in lines if not line.startswith("ask: ")] == []
+    texts = [e.data["block"]["text"] for e in events if e.event == "block_stop" and e.data["block"]["type"] == "text"]
+    assert texts == ["Hello, Ann! No name (decline)."]
+
+
 def test_a_config_that_does_not_fit_stops_the_start_naming_the_field(tmp_path: Path) -> None:
     bad = tmp_path / "mcp.json"
     bad.write_text(json.dumps({"mcpServers": {"t": {"command": "x", "timeout": -1}}}))

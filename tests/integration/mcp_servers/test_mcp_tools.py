@@ -5,6 +5,7 @@ provider in each of the three wire formats."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import sys
 import time
@@ -15,14 +16,15 @@ from typing import Any
 
 import pytest
 
+from tests.integration.mcp_servers.conftest import HttpServer
+from tests.support.media import PDF, PNG
 from tests.support.mock_provider import MockHandle
-from tests.support.processes import wait_for
 from turnstream import Agent, ToolResultBlock, ToolUseBlock
 from turnstream.events import BlockStop, ToolRequest
 from turnstream.mcp import MCPToolset
 from turnstream.providers.anthropic import AnthropicProvider
 from turnstream.providers.base import Provider
-from turnstream.providers.openai_chat import OpenAIChatProvider
+from turnstream.providers.openai_chat import TOOL_IMAGES, OpenAIChatProvider
 from turnstream.providers.openai_responses import OpenAIResponsesProvider
 from turnstream.store import MemoryStore
 
@@ -72,13 +74,17 @@ def stderr_log(tmp_path: Path) -> Iterator[Path]:
 
 
 _logs: list[Any] = []
+STDIO_MODES = ["stdio", "stdio-2025"]
+"""The test server speaking the 2026-07-28 protocol, and only the older ones (whose calls may
+ask mid-call, so turnstream runs each in a task of its own: ``mcp/live.py``)."""
 
 
-def stdio_server(log: Path, name: str = "t", *, timeout: float = 10, **kw: Any) -> MCPToolset:
-    """The test server over stdio, its stderr appended to ``log``."""
+def stdio_server(log: Path, name: str = "t", *, timeout: float = 10, mode: str = "stdio", **kw: Any) -> MCPToolset:
+    """The test server over stdio, its stderr appended to ``log`` (``mode="stdio-2025"``: it
+    speaks only the protocol versions before 2026-07-28)."""
     stderr = log.open("a")
     _logs.append(stderr)
-    return MCPToolset.stdio(name, sys.executable, [*SERVER, "stdio"], cwd=str(ROOT), timeout=timeout,
+    return MCPToolset.stdio(name, sys.executable, [*SERVER, mode], cwd=str(ROOT), timeout=timeout,
                             stderr=stderr, **kw)
 
 
@@ -100,6 +106,40 @@ async def until(check: Callable[[], bool], timeout: float = 15) -> None:
         await asyncio.sleep(0.02)
 
 
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _from_data_url(kind: str, url: str) -> tuple[str, str, str]:
+    head, _, data = url.removeprefix("data:").partition(",")
+    return kind, head.removesuffix(";base64"), data
+
+
+def media_sent(fmt: str, body: dict[str, Any], call_id: str) -> list[tuple[str, str, str]]:
+    """(kind, media type, base64 data) of the media a request sends with the result of the
+    call ``call_id``, read where that API takes them."""
+    if fmt == "anthropic":
+        result = next(b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]
+                      if b.get("type") == "tool_result" and b["tool_use_id"] == call_id)
+        return [(b["type"], b["source"]["media_type"], b["source"]["data"]) for b in result["content"]
+                if b["type"] != "text"]
+    if fmt == "openai-chat":  # the tool message is text; a user message right after carries the media
+        announce = {"type": "text", "text": TOOL_IMAGES.format(id=call_id)}
+        parts = next(m["content"] for m in body["messages"] if m["role"] == "user" and isinstance(m["content"], list)
+                     and announce in m["content"])
+        found: list[tuple[str, str, str]] = []
+        for part in parts[parts.index(announce) + 1:]:
+            if part["type"] == "text":
+                break
+            found.append(_from_data_url("image", part["image_url"]["url"]) if part["type"] == "image_url"
+                         else _from_data_url("document", part["file"]["file_data"]))
+        return found
+    output = next(i["output"] for i in body["input"]
+                  if i.get("type") == "function_call_output" and i["call_id"] == call_id)
+    return [_from_data_url("image", part["image_url"]) if part["type"] == "input_image"
+            else _from_data_url("document", part["file_data"]) for part in output if part["type"] != "input_text"]
+
+
 @pytest.mark.parametrize("fmt", list(FORMATS))
 async def test_a_tool_loop_uses_stdio_and_http_servers_in_every_format(
         fmt: str, provider: Callable[..., Provider], stderr_log: Path, mock_provider: MockHandle, http_url: str,
@@ -114,9 +154,18 @@ async def test_a_tool_loop_uses_stdio_and_http_servers_in_every_format(
     rs = results(turn)
     assert [r.is_error for r in rs] == [False, False, False, True]
     assert rs[0].content == "5" and rs[2].content == "42"
-    assert rs[1].content.startswith("here you are\n\n[image: image/png, 32 bytes;")
-    assert "[resource link: report <file:///srv/report.pdf> (application/pdf): the full report]" in rs[1].content
+    assert rs[1].content.split("\n\n") == [
+        "here you are", f"[image: image/png, {len(PNG)} bytes; attached]",
+        f"[resource <file:///srv/summary.pdf>: application/pdf, {len(PDF)} bytes; attached]",
+        "[resource link: report <file:///srv/report.pdf> (application/pdf): the full report]",
+        "[audio: audio/wav, 44 bytes; not played to the model: no provider takes audio in a tool result]"]
+    assert [(a.media_type, a.name) for a in rs[1].attachments] == [("image/png", None),
+                                                                   ("application/pdf", "summary.pdf")]
     assert rs[3].content.startswith("MCPToolError: Error executing tool fail")
+    # the image and the PDF reached the model in the shape its API takes in a tool result
+    after_media = mock_provider.requests(p.model)[1]
+    assert media_sent(fmt, after_media, rs[1].tool_use_id) == [("image", "image/png", b64(PNG)),
+                                                              ("document", "application/pdf", b64(PDF))]
     # the provider saw both servers' tools under collision-free names, and the results (the
     # mock refuses any request the real API would refuse)
     body = mock_provider.requests(p.model)[-1]
@@ -125,9 +174,10 @@ async def test_a_tool_loop_uses_stdio_and_http_servers_in_every_format(
     assert turn.text == "sum 5"
 
 
+@pytest.mark.parametrize("mode", STDIO_MODES)
 async def test_a_hanging_tool_times_out_and_the_server_is_still_usable(
-        provider: Callable[..., Provider], stderr_log: Path, toolsets: list[MCPToolset]) -> None:
-    server = stdio_server(stderr_log, timeout=1)
+        mode: str, provider: Callable[..., Provider], stderr_log: Path, toolsets: list[MCPToolset]) -> None:
+    server = stdio_server(stderr_log, timeout=1, mode=mode)
     toolsets.append(server)
     p = provider({"blocks": [call("t__hang")]}, {"blocks": [call("t__add", {"a": 1, "b": 1})]}, text("ok"))
     agent = Agent(p, tools=[server])
@@ -138,12 +188,13 @@ async def test_a_hanging_tool_times_out_and_the_server_is_still_usable(
     assert not rs[1].is_error and rs[1].content == "2"
     assert time.monotonic() - started < 8
     # the request was cancelled on the server, not left running
-    wait_for("the server to see the cancel", lambda: "hang: cancelled" in stderr_log.read_text(), 10)
+    await until(lambda: "hang: cancelled" in stderr_log.read_text())
 
 
+@pytest.mark.parametrize("mode", STDIO_MODES)
 async def test_cancelling_the_turn_cancels_the_mcp_call(
-        provider: Callable[..., Provider], stderr_log: Path, toolsets: list[MCPToolset]) -> None:
-    server = stdio_server(stderr_log, timeout=60)
+        mode: str, provider: Callable[..., Provider], stderr_log: Path, toolsets: list[MCPToolset]) -> None:
+    server = stdio_server(stderr_log, timeout=60, mode=mode)
     toolsets.append(server)
     agent = Agent(provider({"blocks": [call("t__hang")]}, text("never")), tools=[server], store=MemoryStore())
     last = None
@@ -157,15 +208,16 @@ async def test_cancelling_the_turn_cancels_the_mcp_call(
     turn = await agent.store.get_turn(last.turn_id)
     assert turn is not None and turn.status == "cancelled"
     assert results(turn)[0].is_error
-    wait_for("the server to see the cancel", lambda: "hang: cancelled" in stderr_log.read_text(), 10)
+    await until(lambda: "hang: cancelled" in stderr_log.read_text())
     again = await Agent(provider({"blocks": [call("t__add", {"a": 2, "b": 2})]}, text("{{last}}")),
                         tools=[server]).run("again")
     assert again.text == "4"
 
 
+@pytest.mark.parametrize("mode", STDIO_MODES)
 async def test_a_server_that_dies_mid_call_is_reported_and_started_again(
-        provider: Callable[..., Provider], stderr_log: Path, toolsets: list[MCPToolset]) -> None:
-    server = stdio_server(stderr_log)
+        mode: str, provider: Callable[..., Provider], stderr_log: Path, toolsets: list[MCPToolset]) -> None:
+    server = stdio_server(stderr_log, mode=mode)
     toolsets.append(server)
     p = provider({"blocks": [call("t__pid")]}, {"blocks": [call("t__crash")]}, {"blocks": [call("t__pid")]},
                  text("done"))
@@ -268,3 +320,135 @@ async def test_a_declined_elicitation_reaches_the_server(
     turn = await agent.resume(turn_id)
     [result] = results(turn)
     assert result.is_error and "elicitation was decline" in result.content
+
+
+# -- the same over streamable HTTP --------------------------------------------------------
+
+
+async def test_a_hanging_http_tool_times_out_and_the_server_is_still_usable(
+        provider: Callable[..., Provider], http_server: HttpServer, toolsets: list[MCPToolset]) -> None:
+    server = MCPToolset.http("h", http_server.url, timeout=1)
+    toolsets.append(server)
+    p = provider({"blocks": [call("h__hang")]}, {"blocks": [call("h__add", {"a": 1, "b": 1})]}, text("ok"))
+    started = time.monotonic()
+    turn = await Agent(p, tools=[server]).run("go")
+    rs = results(turn)
+    assert rs[0].is_error and rs[0].content == "Tool execution timed out after 1s"
+    assert not rs[1].is_error and rs[1].content == "2"
+    assert time.monotonic() - started < 8
+    await until(lambda: "hang: cancelled" in http_server.log.read_text())
+
+
+async def test_cancelling_the_turn_cancels_the_http_mcp_call(
+        provider: Callable[..., Provider], http_server: HttpServer, toolsets: list[MCPToolset]) -> None:
+    server = MCPToolset.http("h", http_server.url, timeout=60)
+    toolsets.append(server)
+    agent = Agent(provider({"blocks": [call("h__hang")]}, text("never")), tools=[server], store=MemoryStore())
+    last = None
+    async with aclosing(agent.stream("go")) as events:
+        async for ev in events:
+            last = ev
+            if isinstance(ev, BlockStop) and isinstance(ev.block, ToolUseBlock):
+                await until(lambda: "hang: started" in http_server.log.read_text())
+                assert agent.cancel(ev.turn_id)
+    assert last is not None and last.name == "turn_complete"
+    turn = await agent.store.get_turn(last.turn_id)
+    assert turn is not None and turn.status == "cancelled"
+    assert results(turn)[0].is_error
+    await until(lambda: "hang: cancelled" in http_server.log.read_text())
+    again = await Agent(provider({"blocks": [call("h__add", {"a": 2, "b": 2})]}, text("{{last}}")),
+                        tools=[server]).run("again")
+    assert again.text == "4"
+
+
+async def test_an_http_server_killed_mid_call_is_reported_and_reached_again_once_back(
+        provider: Callable[..., Provider], http_server: HttpServer, toolsets: list[MCPToolset]) -> None:
+    server = MCPToolset.http("h", http_server.url, timeout=60)
+    toolsets.append(server)
+    agent = Agent(provider({"blocks": [call("h__hang")]}, {"blocks": [call("h__add", {"a": 1, "b": 2})]},
+                           text("done")), tools=[server], store=MemoryStore())
+    last = None
+    async with aclosing(agent.stream("go")) as events:
+        async for ev in events:
+            last = ev
+            if isinstance(ev, BlockStop) and isinstance(ev.block, ToolUseBlock) and ev.block.name == "h__hang":
+                await until(lambda: "hang: started" in http_server.log.read_text())
+                http_server.kill()
+    assert last is not None and last.name == "turn_complete"
+    turn = await agent.store.get_turn(last.turn_id)
+    assert turn is not None and turn.status == "complete"
+    killed, down = results(turn)
+    # the call ends as soon as the connection breaks, not at its 60 s timeout
+    assert killed.is_error and "'h' stopped during the call" in killed.content, killed.content
+    assert down.is_error and "could not connect to the MCP server 'h'" in down.content, down.content
+    http_server.start()  # the same URL again
+    again = await Agent(provider({"blocks": [call("h__add", {"a": 2, "b": 2})]}, text("{{last}}")),
+                        tools=[server]).run("again")
+    assert again.text == "4"
+
+
+
+# -- a question asked mid-call by a server on a protocol version before 2026-07-28 ---------
+
+
+def asked(log: Path) -> list[str]:
+    """What the server's ``ask`` tool got for an answer, in order (from its stderr)."""
+    return [line.removeprefix("ask: ") for line in log.read_text().splitlines() if line.startswith("ask: ")]
+
+
+async def test_a_question_asked_mid_call_is_held_open_while_the_turn_waits_and_the_answer_reaches_it(
+        provider: Callable[..., Provider], stderr_log: Path, toolsets: list[MCPToolset]) -> None:
+    store = MemoryStore()
+    server = stdio_server(stderr_log, "o", mode="stdio-2025")
+    toolsets.append(server)
+    agent = Agent(provider({"blocks": [call("o__ask")]}, text("{{last}}")), tools=[server], store=store)
+    turn_id, use_id, req = await elicit(agent)
+    paused = await store.get_turn(turn_id)
+    assert paused is not None and paused.status == "awaiting_client"
+    assert req.elicitation is not None and req.elicitation["message"] == "What is your name?"
+    assert req.elicitation["requested_schema"]["required"] == ["name"]
+    assert req.elicitation["requested_schema"]["properties"]["name"]["type"] == "string"
+    assert req.elicitation["state"]["protocol"] == "2025-11-25"
+    assert not req.requires_approval and req.executor == "server"
+    # the held call does not block the server: another call goes through meanwhile
+    other = await Agent(provider({"blocks": [call("o__add", {"a": 1, "b": 2})]}, text("{{last}}")),
+                        tools=[server]).run("add")
+    assert other.text == "3"
+    assert asked(stderr_log) == []  # the server still waits for its answer
+    assert await agent.submit(turn_id, use_id, content='{"name": "Ann"}')
+    turn = await agent.resume(turn_id)
+    assert turn.status == "complete" and turn.text == "Hello, Ann!"
+    assert asked(stderr_log) == ["accept"]  # the one call, answered once
+
+
+async def test_a_question_asked_mid_call_and_declined_reaches_the_server_as_a_decline(
+        provider: Callable[..., Provider], stderr_log: Path, toolsets: list[MCPToolset]) -> None:
+    server = stdio_server(stderr_log, "o", mode="stdio-2025")
+    toolsets.append(server)
+    agent = Agent(provider({"blocks": [call("o__ask")]}, text("{{last}}")), tools=[server], store=MemoryStore())
+    turn_id, use_id, _ = await elicit(agent)
+    assert await agent.submit(turn_id, use_id, approved=False)
+    turn = await agent.resume(turn_id)
+    [result] = results(turn)
+    assert not result.is_error and result.content == "No name (decline)."
+    assert asked(stderr_log) == ["decline"]
+
+
+async def test_a_question_asked_mid_call_cannot_be_carried_across_a_restart(
+        provider: Callable[..., Provider], stderr_log: Path, toolsets: list[MCPToolset]) -> None:
+    store = MemoryStore()
+    p = provider({"blocks": [call("o__ask")]}, text("{{last}}"))
+    first = stdio_server(stderr_log, "o", mode="stdio-2025")
+    toolsets.append(first)
+    turn_id, use_id, _ = await elicit(Agent(p, tools=[first], store=store))
+    await first.aclose()  # this side restarts: the held call goes with it
+    assert asked(stderr_log) == ["cancel"]  # the server was told, not left waiting
+    second = stdio_server(stderr_log, "o", mode="stdio-2025")
+    toolsets.append(second)
+    agent = Agent(p, tools=[second], store=store)
+    assert await agent.submit(turn_id, use_id, content='{"name": "Ann"}')
+    turn = await agent.resume(turn_id)
+    [result] = results(turn)
+    assert result.is_error and "the server's question could not be carried across the restart" in result.content
+    assert "call the tool again" in result.content
+    assert turn.status == "complete"
