@@ -13,16 +13,22 @@ its session and its user's UTC day (``Store.charge_step``), only when some ceili
 A stream that broke and was restarted is not charged (its usage never arrived); the final
 tools-off step after a ceiling is charged like any other, so a scope can end a little over
 its ceiling.
+
+A step whose server reported no token counts (``Usage.unknown``: llama.cpp's server sends
+none) is charged an estimate instead of nothing, so such a server is metered too: the
+characters of the transcript the step read (the session's earlier turns, this turn's input
+and steps before it) and of what it wrote, at ``CHARS_PER_TOKEN``. The ``usage`` event
+still says unknown; the pause's note says the count is an estimate.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Literal
 
-from .blocks import ToolResultBlock, ToolUseBlock, Usage
+from .blocks import BLOCK_ADAPTER, Block, ToolResultBlock, ToolUseBlock, Usage
 from .events import BudgetReached, BudgetScope, BudgetWarning, StepUsage, ToolRequest
 from .lifecycle import TurnRecorder
 from .limits import Budgets, Ceiling
@@ -35,6 +41,10 @@ REACHED_NOTE = ("Budget reached: {what} has used {spent} of its {limit}. Approve
                 "{extra}; deny to get an answer now, without tools.")
 ANSWER_NOW = ("Not run: {what} reached its budget ({spent} of {limit}). Answer now with what you have.")
 BUDGET_SPENT = "Not run: this turn's budget is spent. Answer now with what you have."
+ESTIMATED = " (Estimated: the server reports no token counts, so turnstream counts the text.)"
+CHARS_PER_TOKEN = 3
+"""For an estimate: English text runs about four characters a token, JSON and code fewer; three
+errs toward counting more, so a ceiling stops a little early rather than late."""
 _WHAT: dict[BudgetScope, str] = {"turn": "this turn", "session": "this chat", "user_day": "your day"}
 
 
@@ -71,6 +81,10 @@ class Meter:
             log.warning("no price for %s: its cost counts as 0 against the cost ceilings (tokens still count)",
                         origin)
         self._user_id: str | None = None
+        self._history_chars: int | None = None
+        """The size of the session's earlier turns, read once for an estimate."""
+        self.estimated = False
+        """Some step of this turn was charged an estimate (its usage was unknown)."""
 
     def use(self, origin: str, prices: Mapping[str, Price] = PRICES) -> None:
         """Price the next steps at this model's price (another agent of a team speaks)."""
@@ -97,8 +111,18 @@ class Meter:
         step_cost = self.step_cost(usage)
         turn_cost = sum(self.step_cost(u) for u in rec.step_usage)  # step_usage holds this step already
         await rec.emit(StepUsage(step=step, usage=usage, cost_nano_usd=step_cost, turn_cost_nano_usd=turn_cost))
+        return await self.charge(rec, step, usage)
+
+    async def charge(self, rec: TurnRecorder, step: int, usage: Usage) -> BudgetReached | None:
+        """``after_step`` without the event: when ceilings are set, charge the step (once per
+        step, whoever asks), warn, and return the first scope whose ceiling is reached. A turn
+        taken over after its step's ``usage`` event was stored calls this alone."""
+        step_cost = self.step_cost(usage)
         if not self.budgets.active:
             return None
+        if usage.unknown:
+            usage = await self._estimate(rec, step)
+            step_cost = self.step_cost(usage)
         step_tokens = tokens(usage, self.provider)
         scopes = await self._scopes(rec)
         totals = await self.store.charge_step(rec.turn_id, step, list(scopes.values()), step_tokens, step_cost)
@@ -128,11 +152,25 @@ class Meter:
                                              limit_tokens=lim_t, limit_nano_usd=lim_c))
         return reached
 
+    async def _estimate(self, rec: TurnRecorder, step: int) -> Usage:
+        """A step's usage from the sizes of what it read and wrote (its server sent none)."""
+        if not self.estimated:
+            log.warning("turn %s: the server reports no token counts; the budgets count an estimate", rec.turn_id)
+        self.estimated = True
+        if self._history_chars is None:
+            earlier = [t for t in await self.store.list_turns(rec.session_id) if t.id != rec.turn_id]
+            self._history_chars = sum(len(t.input) + _size(t.blocks) for t in earlier)
+        read = self._history_chars + len(rec.user_input) + _size(b for b in rec.blocks if b.step < step)
+        wrote = _size(b for b in rec.blocks if b.step == step)
+        return Usage(input_tokens=-(-read // CHARS_PER_TOKEN), output_tokens=-(-wrote // CHARS_PER_TOKEN))
+
     async def pause(self, rec: TurnRecorder, requests: Sequence[ToolRequest], reached: BudgetReached) -> None:
         """Ask the client about each call of the step, saying what was spent; the turn then
         waits (``awaiting_client``)."""
         spent, limit, extra = describe(reached)
         note = REACHED_NOTE.format(what=_WHAT[reached.scope], spent=spent, limit=limit, extra=extra)
+        if self.estimated:
+            note += ESTIMATED
         for i, req in enumerate(requests):
             req.note, req.budget = note, reached
             if req.executor == "server":
@@ -175,6 +213,11 @@ class Meter:
         return "granted"
 
 
+def _size(blocks: Iterable[Block]) -> int:
+    """Characters of blocks as stored (their JSON: a little more than the text a model reads)."""
+    return sum(len(BLOCK_ADAPTER.dump_json(b)) for b in blocks)
+
+
 def _grant(spent: int, ceiling: int | None, granted: int, extra: int | None) -> int:
     """What to add to ``granted`` so that the scope may spend ``extra`` more from now on."""
     if ceiling is None or extra is None:
@@ -182,4 +225,4 @@ def _grant(spent: int, ceiling: int | None, granted: int, extra: int | None) -> 
     return max(spent + extra - (ceiling + granted), 0)
 
 
-__all__ = ["ANSWER_NOW", "BUDGET_SPENT", "REACHED_NOTE", "Meter", "describe"]
+__all__ = ["ANSWER_NOW", "BUDGET_SPENT", "CHARS_PER_TOKEN", "ESTIMATED", "REACHED_NOTE", "Meter", "describe"]

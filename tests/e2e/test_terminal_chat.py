@@ -262,6 +262,87 @@ def test_approval_is_asked_inline(tmp_path: Path, root: Path, start_chat: Any) -
     assert chat.expect_exit() == 0
 
 
+def test_a_denial_can_say_why_and_the_model_reads_it(tmp_path: Path, root: Path, start_chat: Any) -> None:
+    scenario = tmp_path / "approval.json"
+    scenario.write_text(json.dumps({
+        "name": "approval", "fragment_size": 4,
+        "turns": [
+            [{"blocks": [{"type": "tool_use", "name": "delete_everything", "input": {"target": "build/"}}]},
+             {"blocks": [{"type": "text", "text": "Result: {{last}}"}]}],
+        ] * 2,
+    }), encoding="utf-8")
+    script = tmp_path / "approval_chat.py"
+    script.write_text(APPROVAL_SCRIPT, encoding="utf-8")
+    chat = start_chat("", argv=[sys.executable, str(script), f"scripted:{scenario}", str(root)])
+    chat.say("clean up")
+    chat.expect(r"\[y/N/a: always in this session\]")
+    chat.expect(r"\(or say why not\)")
+    chat.child.sendline("n: the release script still reads build/")
+    chat.expect("denied: the release script still reads build/")
+    chat.expect("Result: The user denied this tool call; it was not run. Do not retry it unless the user asks. "
+                "The user's reason: the release script still reads build/")
+    chat.say("clean up again")
+    chat.expect(r"\[y/N/a")
+    chat.child.sendline("keep it, I said")  # any words other than an answer are a no, and its reason
+    chat.expect("denied: keep it, I said")
+    chat.expect("The user's reason: keep it, I said")
+    chat.say("one more time")
+    chat.expect(r"\[y/N/a")
+    chat.child.sendintr()  # Ctrl-C at the question: the waiting turn is closed out, not left open
+    chat.expect("cancelled")
+    chat.say("bye")
+    assert chat.expect_exit() == 0
+    with sqlite3.connect(tmp_path / "home" / "chat.db") as db:
+        reasons = db.execute("SELECT approved, reason FROM tool_decisions ORDER BY decided_at").fetchall()
+    assert reasons == [(0, "the release script still reads build/"), (0, "keep it, I said")]
+    assert [status for _, _, status in chat.turns()] == ["complete", "complete", "cancelled"]
+
+
+def test_a_dropped_file_is_attached_quoted_escaped_or_alone_on_its_line(
+        mock_provider: MockHandle, start_chat: Any, root: Path) -> None:
+    """What terminals type when a file is dropped on them: the path quoted with ' (GNOME), with
+    backslashes before spaces (macOS Terminal, iTerm2), or in double quotes (Windows Terminal)."""
+    from tests.support.media import PDF, PNG
+
+    (root / "two dots.png").write_bytes(PNG)
+    (root / "my page.pdf").write_bytes(PDF)
+    (root / "third dot.png").write_bytes(PNG)
+    model = "anthropic:" + mock_provider.scenario("chat-drop", {
+        "steps": [{"blocks": [{"type": "text", "text": "Two pictures and a page."}]}]})
+    chat = start_chat(model)
+    chat.say(f"/attach '{root / 'two dots.png'}'")
+    chat.expect(r"two dots\.png \(image/png, \d+ bytes\) goes with your next message")
+    chat.say("/attach " + str(root / "my page.pdf").replace(" ", "\\ "))
+    chat.expect(r"my page\.pdf \(application/pdf, \d+ bytes\) goes with your next message")
+    chat.say(f'"{root / "third dot.png"}" ')  # a line that is only a dropped file: attached, not sent
+    chat.expect(r"third dot\.png \(image/png, \d+ bytes\) goes with your next message")
+    assert mock_provider.requests(model) == []
+    chat.say("what are these?")
+    chat.expect("Two pictures and a page.")
+    content = mock_provider.requests(model)[-1]["messages"][-1]["content"]
+    assert [b["type"] for b in content] == ["text", "image", "document", "image"]
+    assert content[0]["text"] == "what are these?"
+    chat.say("bye")
+    assert chat.expect_exit() == 0
+
+
+def test_a_server_that_sends_no_usage_shows_usage_unknown(start_chat: Any) -> None:
+    """llama.cpp's server sends no usage chunk: the line under the answer says so, not 0 tokens."""
+    from tests.support.body_server import serving
+
+    chunk = {"id": "c", "object": "chat.completion.chunk", "model": "tiny",
+             "choices": [{"index": 0, "delta": {"content": "Hi there."}, "finish_reason": "stop"}]}
+    with serving(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()) as srv:
+        chat = start_chat("openai:tiny", env_extra={"OPENAI_BASE_URL": srv.base_url + "/v1",
+                                                    "OPENAI_API_KEY": "test-key"})
+        chat.say("hello")
+        chat.expect("Hi there.")
+        chat.expect("↳ usage unknown · 1 step")
+        assert " 0 in" not in chat.seen
+        chat.say("bye")
+        assert chat.expect_exit() == 0
+
+
 def test_attach_sends_an_image_and_a_pdf_with_the_next_message(
         mock_provider: MockHandle, start_chat: Any, root: Path) -> None:
     from tests.support.media import PDF, PNG
@@ -316,8 +397,9 @@ def test_always_allow_stops_asking_in_the_session(tmp_path: Path, root: Path, st
         grants = db.execute("SELECT tool, granted_by FROM tool_grants").fetchall()
         decisions = db.execute("SELECT tool, approved, source, always FROM tool_decisions"
                                " ORDER BY decided_at").fetchall()
-    assert grants == [("delete_everything", "approver")]
-    assert decisions == [("delete_everything", 1, "approver", 1), ("delete_everything", 1, "session_grant", 0)]
+    # the local user answered the turn's question (it paused for it); the second turn used the grant
+    assert grants == [("delete_everything", "local")]
+    assert decisions == [("delete_everything", 1, "user", 1), ("delete_everything", 1, "session_grant", 0)]
 
 
 IMAGE_TOOL_SCRIPT = """

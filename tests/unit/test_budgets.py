@@ -182,3 +182,49 @@ async def test_without_ceilings_nothing_is_counted_but_usage_is_reported(store: 
     (u,) = [e for e in events if isinstance(e, StepUsage)]
     assert (u.step, u.usage.cache_read_input_tokens, u.cost_nano_usd) == (1, 5, 0)
     assert await spent(store, f"turn:{turn.id}") == 0
+
+
+@tool
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+async def test_a_server_that_reports_no_usage_is_charged_an_estimate_and_stops_at_the_ceiling(
+        store: Store) -> None:
+    """llama-cpp-python's recorded stream (a call, and no usage chunk), served to every step: a
+    step is charged the characters it read and wrote, so the runaway loop pauses at its
+    ceiling, saying the count is an estimate, instead of running to its step limit."""
+    from tests.support.body_server import serving
+    from tests.support.paths import REPO
+    from turnstream.blocks import BLOCK_ADAPTER
+    from turnstream.budgets import CHARS_PER_TOKEN, ESTIMATED
+    from turnstream.providers.openai_chat import OpenAIChatProvider
+
+    recorded = (REPO / "tests" / "fixtures" / "interop" / "llama-cpp-python-stream-no-usage.sse").read_bytes()
+    session = await store.create_session("u1")
+    events: list[StreamEvent] = []
+    with serving(recorded) as srv:
+        provider = OpenAIChatProvider("qwen", api_key="k", base_url=srv.base_url + "/v1")
+        cfg = RunConfig(provider=provider, tools=[get_weather],
+                        limits=Limits(max_steps=40, retry=FAST, budgets=Budgets(turn=Ceiling(tokens=400))))
+        try:
+            turn = await TurnRunner(cfg, store, on_event=events.append).run(session.id, "weather in Paris?")
+        finally:
+            await provider.aclose()
+    assert turn.status == "awaiting_client" and 1 < turn.steps < 40
+    usages = [e for e in events if isinstance(e, StepUsage)]
+    assert all(u.usage.unknown and u.usage.input_tokens == 0 for u in usages)  # the event says what came
+
+    def chars(blocks: Any) -> int:
+        return sum(len(BLOCK_ADAPTER.dump_json(b)) for b in blocks)
+
+    def estimate(k: int) -> int:  # step k read the input and every earlier step; wrote its call
+        read = len("weather in Paris?") + chars(b for b in turn.blocks if b.step < k)
+        wrote = chars(b for b in turn.blocks if b.step == k and not isinstance(b, ToolResultBlock))
+        return -(-read // CHARS_PER_TOKEN) + -(-wrote // CHARS_PER_TOKEN)
+
+    expected = sum(estimate(k) for k in range(1, turn.steps + 1))
+    assert await spent(store, f"turn:{turn.id}") == expected >= 400
+    (paused,) = [r for r in requests(events) if r.budget is not None]
+    assert paused.note is not None and paused.note.endswith(ESTIMATED)

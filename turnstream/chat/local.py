@@ -75,9 +75,11 @@ async def run_chat(
         real_root = root.expanduser().resolve(strict=True)
         tools = [*make_file_tools(real_root), calculator_tool, *extra_tools]
         store = open_store_url(db or chat_db_url(home or settings.chat_home()))
+        # No approval hook: a tool that needs approval pauses the turn, and the chat asks
+        # (ChatUI.turn), so that a denial can carry the user's reason to the model.
         agent = Agent(model, tools=tools, system=system or SYSTEM_PROMPT.format(root=real_root),
                       limits=Limits(max_steps=max_steps, budgets=settings.budgets()), store=store,
-                      approve=chat.approve, prices=settings.price_table())
+                      prices=settings.price_table())
     except (TurnstreamError, OSError) as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 2

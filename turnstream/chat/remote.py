@@ -296,10 +296,8 @@ class RemoteChat:
             self.chat.renderer.quiet()
             body |= {"content": outcome.content, "is_error": outcome.is_error}
         else:  # a server tool that needs the user's approval
-            answer = await self.chat.approve(call, Tool.client(req.tool_name))
-            body["approved"] = answer is True or answer == "always"
-            if answer == "always":
-                body["always"] = True
+            answer = await self.chat.decide(req.tool_name, req.input)
+            body |= {"approved": answer.allow, "always": answer.always, "reason": answer.reason}
         reply = await self.api.call("POST", f"{self._session_path}/tool-results", body)
         if self.last_id is None and isinstance(reply, dict) and isinstance(reply.get("last_event_id"), str):
             self.last_id = reply["last_event_id"]

@@ -39,8 +39,14 @@ RESULT_PREVIEW_LINE_CHARS = 200
 
 
 def usage_line(usage: Usage, cost_nano_usd: int | None, steps: int) -> str:
-    """A turn's usage in one line: ``1,234 in · 56 out · cache 900 read, 0 written · $0.0042 · 2 steps``."""
-    parts = [f"{usage.input_tokens:,} in", f"{usage.output_tokens:,} out"]
+    """A turn's usage in one line: ``1,234 in · 56 out · cache 900 read, 0 written · $0.0042 · 2 steps``.
+    A server that reported no token counts (``usage.unknown``) is not shown as 0 tokens: the
+    line says ``usage unknown``, or, when other steps reported theirs, gives those and says
+    that some are missing."""
+    counted = usage.input_tokens or usage.output_tokens
+    parts = [f"{usage.input_tokens:,} in", f"{usage.output_tokens:,} out"] if counted or not usage.unknown else []
+    if usage.unknown:
+        parts.append("usage of some steps unknown" if counted else "usage unknown")
     if usage.cache_read_input_tokens or usage.cache_creation_input_tokens:
         parts.append(f"cache {usage.cache_read_input_tokens:,} read, {usage.cache_creation_input_tokens:,} written")
     if cost_nano_usd:
@@ -168,8 +174,8 @@ class Renderer:
         elif isinstance(ev, ToolRequest) and ev.budget is not None:
             self._line(f"[yellow]⏸ {escape(ev.note or 'budget reached')}[/]")
         elif isinstance(ev, ToolRequest):
-            if ev.elicitation is not None:  # the chat asks the user itself (chat/elicit.py)
-                return
+            if ev.elicitation is not None or (ev.requires_approval and ev.executor == "server"):
+                return  # the chat asks the user itself (its approval question, chat/elicit.py)
             self._line(f"[yellow]… waiting for a client to run {escape(ev.tool_name)}[/]")
         elif isinstance(ev, ErrorEvent):
             self._line(f"[bold red]error:[/] [red]{escape(ev.message)}[/]")

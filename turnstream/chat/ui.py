@@ -11,26 +11,29 @@ import asyncio
 import codecs
 import contextlib
 import os
+import shlex
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
-from pathlib import Path
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, Literal, TextIO
 
 import orjson
 from rich.console import Console
 from rich.markup import escape
 
-from ..agent import Agent
+from ..agent import LOCAL_USER, Agent
 from ..blocks import TextBlock, ToolUseBlock, Turn
-from ..content import MediaPart, check_parts, part_from_path
-from ..errors import ContentRejected, TurnstreamError
-from ..events import ToolRequest
+from ..content import MediaPart
+from ..errors import TurnstreamError
+from ..events import StreamEvent, ToolRequest
+from ..lifecycle import close_out_stored
+from ..loop import CANCELLED
 from ..tools.tool import Tool
 from .elicit import ask_elicitation
 from .farewell import is_farewell
 from .render import Renderer
 from .typeahead import TypeAhead, terminal_fd
+from .typed import ATTACH, Answer, attach, dropped_attachment, read_answer
 
 GOODBYE = "Bye! (resume this conversation with: {command})"
 
@@ -206,21 +209,30 @@ class ChatUI:
         self.interrupts.presses_at_prompt = 0
         return task.result()
 
-    async def approve(self, call: ToolUseBlock, tool: Tool) -> bool | Literal["always"]:
-        """The Agent's approval hook: ask inline before a ``requires_approval`` tool runs:
-        y allows this call, a allows the tool for the rest of the session, anything else denies."""
-        args = orjson.dumps(call.input).decode()
+    async def decide(self, name: str, tool_input: dict[str, Any]) -> Answer:
+        """Ask inline whether a ``requires_approval`` tool may run (``read_answer`` says how
+        the answer is read) and print what was decided."""
+        args = orjson.dumps(tool_input).decode()
         if len(args) > 300:
             args = args[:300] + "…"
-        answer = await self.ask(f"[bold yellow]Allow {escape(call.name)}[/] [dim]{escape(args)}[/] "
-                                r"[bold yellow]\[y/N/a: always in this session][/] ")
-        word = (answer or "").strip().lower()
-        result: bool | Literal["always"] = "always" if word in ("a", "always") else word in ("y", "yes")
-        shown = {"always": f"[green]✓ always allowed in this session: {escape(call.name)}[/]",
-                 True: "[green]✓ allowed[/]", False: "[red]✗ denied[/]"}[result]
+        answer = read_answer(await self.ask(f"[bold yellow]Allow {escape(name)}[/] [dim]{escape(args)}[/] "
+                                            r"[bold yellow]\[y/N/a: always in this session][/] "
+                                            "[dim](or say why not)[/] "))
+        if answer.always:
+            shown = f"[green]✓ always allowed in this session: {escape(name)}[/]"
+        elif answer.allow:
+            shown = "[green]✓ allowed[/]"
+        else:
+            shown = f"[red]✗ denied: {escape(answer.reason)}[/]" if answer.reason else "[red]✗ denied[/]"
         self.console.print(shown, highlight=False)
         self.renderer.waiting("running tools…")
-        return result
+        return answer
+
+    async def approve(self, call: ToolUseBlock, tool: Tool) -> bool | Literal["always"]:
+        """The approval hook of a ``ToolExecutor`` (the server chat's own client tools): as
+        ``decide``, but a hook's denial carries no reason."""
+        answer = await self.decide(call.name, call.input)
+        return "always" if answer.always else answer.allow
 
     def error(self, message: str) -> None:
         """An error line (the chat goes on)."""
@@ -254,65 +266,72 @@ class ChatUI:
         self.renderer.newline()
 
     async def turn(self, agent: Agent, message: str, session_id: str, parts: Sequence[MediaPart] = ()) -> None:
-        """Stream one local turn; Ctrl-C cancels it (the Agent closes the turn out as ``cancelled``)."""
+        """Stream one local turn, answering what it asks (approvals, a budget's question, an MCP
+        server's); Ctrl-C cancels it: while it streams the Agent closes it out as ``cancelled``,
+        while it waits for an answer here the turn is closed out here."""
+        waiting: list[str] = []
 
         async def consume() -> None:
             events = agent.stream([message, *parts] if parts else message, session_id=session_id)
-            while True:  # again after each round of questions: a budget reached, an MCP server's (elicitation)
-                budget: list[ToolRequest] = []
-                asked: list[ToolRequest] = []
-                async for ev in events:
-                    self.renderer.handle(ev)
-                    if isinstance(ev, ToolRequest) and ev.budget is not None:
-                        budget.append(ev)
-                    elif isinstance(ev, ToolRequest) and ev.elicitation is not None:
-                        asked.append(ev)
-                if not budget and not asked:
+            while True:  # again after each round of questions
+                requests = [ev async for ev in self._shown(events) if isinstance(ev, ToolRequest)]
+                if not requests:
                     return
-                turn_id = (budget or asked)[0].turn_id
-                if budget:  # ask whether to go on, and answer every waiting call alike
-                    answer = await self.ask(r"[bold yellow]Continue? \[y/N][/] ")
-                    ok = (answer or "").strip().lower() in ("y", "yes")
-                    for req in budget:  # the local chat's tools all run here, on the server side
-                        await agent.submit(turn_id, req.tool_use_id, approved=ok)
-                for req in asked:
-                    self.renderer.quiet()
-                    reply = await ask_elicitation(self.ask, self.console, req.tool_name, req.elicitation or {})
-                    await agent.submit(req.turn_id, req.tool_use_id, **reply)
+                turn_id = requests[0].turn_id
+                waiting[:] = [turn_id]
+                await self._answer(agent, requests)
+                waiting.clear()
                 self.renderer.waiting("running tools…")
                 events = agent.resume_stream(turn_id)
 
-        await self.run_turn(consume)
+        async def close_waiting() -> None:
+            if waiting and await agent.store.claim_turn(waiting[0], "awaiting_client", "running"):
+                await close_out_stored(agent.store, waiting[0], "cancelled", CANCELLED)
+
+        await self.run_turn(consume, on_cancel=close_waiting)
         # Lines sent during the turn's last step: no step read them.
         self.carry([m.text for m in await agent.store.take_queued(session_id) if m.text])
 
 
-ATTACH = "/attach"
+    async def _shown(self, events: AsyncIterator[StreamEvent]) -> AsyncIterator[StreamEvent]:
+        async for ev in events:
+            self.renderer.handle(ev)
+            yield ev
 
-
-def attach(console: Console, line: str, pending: list[MediaPart]) -> None:
-    """``/attach PATH``: an image or PDF for the next message, one line saying what was taken
-    (or why not: the same type and size checks as the library's)."""
-    path = line[len(ATTACH):].strip()
-    if not path:
-        console.print("[dim]usage: /attach PATH (a PNG, JPEG, GIF or WebP image, or a PDF)[/]", highlight=False)
-        return
-    try:
-        part = part_from_path(Path(path).expanduser())
-        check_parts([*pending, part])
-    except (OSError, ContentRejected) as exc:
-        console.print(f"[bold red]error:[/] [red]{escape(path)}: {escape(str(exc))}[/]", highlight=False)
-        return
-    pending.append(part)
-    console.print(f"[dim]📎 {escape(part.name or path)} ({part.media_type}, {len(part.data)} bytes) goes with "
-                  "your next message[/]", highlight=False)
+    async def _answer(self, agent: Agent, requests: Sequence[ToolRequest]) -> None:
+        """Answer a paused turn's questions here (the local chat's tools all run on its side):
+        a budget's "continue?" once for every call it holds, an approval per call (a call of a
+        tool allowed "always" a moment ago was approved with it), an MCP server's question."""
+        budget = [r for r in requests if r.budget is not None]
+        if budget:
+            answer = read_answer(await self.ask(r"[bold yellow]Continue? \[y/N][/] [dim](or say why not)[/] "))
+            for req in budget:
+                await agent.submit(req.turn_id, req.tool_use_id, approved=answer.allow, reason=answer.reason,
+                                   decided_by=LOCAL_USER)
+        allowed: set[str] = set()
+        for req in requests:
+            if req.budget is not None or (req.tool_name in allowed and req.note is None):
+                continue
+            if req.elicitation is not None:
+                self.renderer.quiet()
+                reply = await ask_elicitation(self.ask, self.console, req.tool_name, req.elicitation)
+                await agent.submit(req.turn_id, req.tool_use_id, decided_by=LOCAL_USER, **reply)
+                continue
+            if req.note:
+                self.renderer.note(f"[yellow]{escape(req.note)}[/]")
+            answer = await self.decide(req.tool_name, req.input)
+            await agent.submit(req.turn_id, req.tool_use_id, approved=answer.allow, reason=answer.reason,
+                               always=answer.always, decided_by=LOCAL_USER)
+            if answer.always:
+                allowed.add(req.tool_name)
 
 
 async def converse(chat: ChatUI, send: Callable[[str, list[MediaPart]], Awaitable[None]], resume_command: str, *,
                    first: Callable[[], Awaitable[None]] | None = None) -> None:
     """The read–answer loop until the user leaves: Ctrl-D, Ctrl-C twice at the prompt, or a
     message that is only a farewell (which never reaches the model). ``/attach PATH`` adds an
-    image or PDF to the next message. ``first`` runs before the first prompt, with Ctrl-C
+    image or PDF to the next message, as does a line that is only such a file's path (a file
+    dropped on the terminal). ``first`` runs before the first prompt, with Ctrl-C
     already handled. Ends with the goodbye line naming ``resume_command``."""
     console = chat.console
     pending: list[MediaPart] = []
@@ -335,6 +354,9 @@ async def converse(chat: ChatUI, send: Callable[[str, list[MediaPart]], Awaitabl
                 continue
             if message == ATTACH or message.startswith(ATTACH + " "):
                 attach(console, message, pending)
+                continue
+            if (dropped := dropped_attachment(message)) is not None:  # a file dropped on the terminal
+                attach(console, f"{ATTACH} {shlex.quote(str(dropped))}", pending)
                 continue
             if is_farewell(message) and not pending:
                 break

@@ -15,22 +15,25 @@ from .media_rules import (
     openai_chat_content_errors,
     openai_responses_content_errors,
 )
+from .schema_rules import anthropic_schema_errors, openai_strict_schema_errors
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
-def _schema_errors(schema: Any, where: str, name: str) -> str | None:
-    """A structured-output schema's shape: a JSON Schema object whose root is an object."""
+def _schema_errors(schema: Any, where: str, name: str, strict: Any = False) -> str | None:
+    """A structured-output schema: a JSON Schema object whose root is an object; for OpenAI
+    with ``strict`` true, in the subset strict mode takes (``schema_rules.py``)."""
     if not isinstance(schema, dict):
         return f"{where}: Field required"
     if schema.get("type") != "object":
         return (f"Invalid schema for response_format '{name}': schema must be a JSON Schema of 'type: \"object\"', "
                 f"got 'type: \"{schema.get('type')}\"'.")
-    return None
+    return openai_strict_schema_errors(schema, name) if strict is True else None
 
 
 def anthropic_output_errors(body: dict[str, Any]) -> str | None:
-    """``output_config.format`` (structured outputs): a ``json_schema`` with its ``schema``."""
+    """``output_config.format`` (structured outputs): a ``json_schema`` with its ``schema``, in
+    the subset Anthropic takes (``schema_rules.py``)."""
     config = body.get("output_config")
     if config is None:
         return None
@@ -41,7 +44,9 @@ def anthropic_output_errors(body: dict[str, Any]) -> str | None:
         return None
     if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
         return "output_config.format.type: Input should be 'json_schema'"
-    return _schema_errors(fmt.get("schema"), "output_config.format.schema", "output")
+    schema = fmt.get("schema")
+    problem = _schema_errors(schema, "output_config.format.schema", "output")
+    return problem if problem or not isinstance(schema, dict) else anthropic_schema_errors(schema)
 
 
 def openai_chat_output_errors(body: dict[str, Any]) -> str | None:
@@ -60,7 +65,7 @@ def openai_chat_output_errors(body: dict[str, Any]) -> str | None:
     name = spec.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
         return f"Invalid 'response_format.json_schema.name': string does not match pattern. Got '{name}'."
-    return _schema_errors(spec.get("schema"), "response_format.json_schema.schema", name)
+    return _schema_errors(spec.get("schema"), "response_format.json_schema.schema", name, spec.get("strict"))
 
 
 def openai_responses_output_errors(body: dict[str, Any]) -> str | None:
@@ -79,7 +84,7 @@ def openai_responses_output_errors(body: dict[str, Any]) -> str | None:
     name = fmt.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
         return "Missing required parameter: 'text.format.name'."
-    return _schema_errors(fmt.get("schema"), "text.format.schema", name)
+    return _schema_errors(fmt.get("schema"), "text.format.schema", name, fmt.get("strict"))
 
 
 MAX_BREAKPOINTS = 4

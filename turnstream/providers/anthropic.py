@@ -32,6 +32,7 @@ from ..errors import ProviderStreamError, StreamBrokenError, UsageError
 from ..retry import RETRYABLE_ERROR_TYPES
 from . import http
 from .base import BlockClosed, BlockOpened, Delta, ModelRequest, ProviderEvent, StepEnded, media_of, missing
+from .json_schema import anthropic_output
 
 log = logging.getLogger("turnstream.providers.anthropic")
 
@@ -139,7 +140,7 @@ def request_body(req: ModelRequest) -> dict[str, Any]:
     if req.thinking_budget:
         body["thinking"] = {"type": "enabled", "budget_tokens": req.thinking_budget}
     if req.output is not None:
-        body["output_config"] = {"format": {"type": "json_schema", "schema": req.output.schema}}
+        body["output_config"] = {"format": {"type": "json_schema", "schema": anthropic_output(req.output)}}
     mark_conversation(body["messages"])
     return body
 

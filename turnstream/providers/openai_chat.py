@@ -71,6 +71,7 @@ from .base import (
     missing,
     user_parts,
 )
+from .json_schema import openai_output
 
 log = logging.getLogger("turnstream.providers.openai_chat")
 
@@ -205,8 +206,9 @@ def request_body(req: ModelRequest, *, openai_native: bool = True) -> dict[str, 
         if req.tool_choice == "none":
             body["tool_choice"] = "none"
     if req.output is not None:
+        schema, strict = openai_output(req.output)
         body["response_format"] = {"type": "json_schema", "json_schema": {
-            "name": req.output.name, "schema": req.output.schema, "strict": False}}
+            "name": req.output.name, "schema": schema, "strict": strict}}
     if req.cache_key and openai_native:
         body["prompt_cache_key"] = req.cache_key
     return body

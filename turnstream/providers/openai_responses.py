@@ -75,6 +75,7 @@ from .base import (
     missing,
     user_parts,
 )
+from .json_schema import openai_output
 from .openai_chat import (
     ToolIdStyle,
     arguments_text,
@@ -219,8 +220,9 @@ def request_body(req: ModelRequest, *, openai_native: bool = True) -> dict[str, 
         if req.tool_choice == "none":
             body["tool_choice"] = "none"
     if req.output is not None:
-        body["text"] = {"format": {"type": "json_schema", "name": req.output.name, "schema": req.output.schema,
-                                   "strict": False}}
+        schema, strict = openai_output(req.output)
+        body["text"] = {"format": {"type": "json_schema", "name": req.output.name, "schema": schema,
+                                   "strict": strict}}
     if req.cache_key and openai_native:
         body["prompt_cache_key"] = req.cache_key
     return body

@@ -1,24 +1,30 @@
 """A message sent while the session's turn is open (docs/steering.md).
 
-The turn waits on approvals only: every waiting call is denied with the message as the
-reason, and the turn goes on (the model reads the denials, the user's words in them). The
-turn runs: the message is queued in the store, where the runner takes it at the next step,
-whichever process runs it (``Store.queue_message``; ``queued_messages=next_turn`` makes it
-start the next turn instead). Anything else (a client tool's result awaited, images sent to a
-turn that waits) is refused with 409, as before.
+The turn waits on questions the user answers yes or no (approvals, a budget's "continue?"):
+every waiting call is denied with the message as the reason, the message's images and files
+become a ``user`` block of the paused step (after the denials), and the turn goes on: the
+model reads the denials, the user's words in them, and what came with them. The turn runs:
+the message is queued in the store, where the runner takes it at the next step, whichever
+process runs it (``Store.queue_message``; ``queued_messages=next_turn`` makes it start the
+next turn instead). A turn that waits for something only the client can give (a client
+tool's result, the answer to a tool's question) refuses it with 409 saying what it waits for.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..blocks import Attachment, Session, ToolResultBlock, Turn
-from ..events import ToolApproval, ToolRequest
-from ..lifecycle import submit_tool_result
+from ..blocks import Attachment, Session, Turn, UserBlock
+from ..errors import SeqConflictError
+from ..events import BlockStop, ToolRequest
+from ..lifecycle import pending_requests, submit_tool_result
 from ..store.protocol import StoredEvent
 from .errors import conflict
 from .models import SteerOut
 from .state import AppState
+
+WRITE_ATTEMPTS = 5
+"""Tries at the next free ``seq`` of the turn when other writers take it first."""
 
 
 async def steer(state: AppState, session: Session, text: str, refs: Sequence[Attachment]) -> SteerOut | None:
@@ -36,32 +42,55 @@ async def steer(state: AppState, session: Session, text: str, refs: Sequence[Att
         if current is None or current.status not in ("running", "awaiting_client"):
             return None  # it ended meanwhile
         turn = current
-    waiting = await _waiting_calls(state, turn)
-    if not waiting or any(not needs_approval for _, needs_approval in waiting):
-        raise conflict(f"turn {turn.id} waits for a client tool's result; answer it or cancel the turn "
-                       "before sending a message")
-    if refs:
-        raise conflict(f"turn {turn.id} waits for approvals; images and files cannot be sent as a reason")
+    waiting = list((await pending_requests(state.store, turn)).values())
+    if not waiting:
+        raise conflict(f"turn {turn.id} has every call answered and is about to go on; send the message "
+                       "again in a moment")
+    if blocking := [r for r in waiting if not _answerable(r)]:
+        raise conflict(f"turn {turn.id} waits for {_awaited(blocking)}; answer "
+                       f"{'it' if len(blocking) == 1 else 'them'} or cancel the turn before sending a message")
     ready = False
-    for tool_use_id, _ in waiting:
-        ready = await submit_tool_result(state.store, turn.id, tool_use_id, approved=False, reason=text,
+    for req in waiting:
+        ready = await submit_tool_result(state.store, turn.id, req.tool_use_id, approved=False, reason=text,
                                          on_event=lambda ev: state.bus.publish(session.id, ev))
+    if refs:
+        await _carry(state, session.id, turn.id, refs)
     if ready:
         await state.turns.resume(session, turn.id)
-    return SteerOut(turn_id=turn.id, outcome="denied", tool_use_ids=[c for c, _ in waiting])
+    return SteerOut(turn_id=turn.id, outcome="denied", tool_use_ids=[r.tool_use_id for r in waiting])
 
 
-async def _waiting_calls(state: AppState, turn: Turn) -> list[tuple[str, bool]]:
-    """The turn's tool requests with no answer yet: (call id, whether it asks for approval)."""
-    answered = {b.tool_use_id for b in turn.blocks if isinstance(b, ToolResultBlock)}
-    asked: dict[str, bool] = {}
-    for stored in await state.store.events_after(turn.id, 0):
-        if stored.name == ToolRequest.name:
-            ev = StoredEvent.event(stored)
-            if isinstance(ev, ToolRequest):
-                asked[ev.tool_use_id] = ev.requires_approval
-        elif stored.name == ToolApproval.name:
-            ev = StoredEvent.event(stored)
-            if isinstance(ev, ToolApproval):
-                answered.add(ev.tool_use_id)
-    return [(tid, approval) for tid, approval in asked.items() if tid not in answered]
+def _answerable(req: ToolRequest) -> bool:
+    """A yes-or-no question a message can answer no to: an approval, or a budget's question."""
+    return req.elicitation is None and (req.requires_approval or req.budget is not None)
+
+
+def _awaited(requests: Sequence[ToolRequest]) -> str:
+    """What the client owes the turn, in words: ``the result of client tool get_location``."""
+    asked = sorted({r.tool_name for r in requests if r.elicitation is not None})
+    ran = sorted({r.tool_name for r in requests if r.elicitation is None})
+    said = []
+    if ran:
+        said.append(f"the result of client tool{'s' if len(ran) > 1 else ''} {', '.join(ran)}")
+    if asked:
+        said.append(f"your answer to the question of {', '.join(asked)}")
+    return " and ".join(said)
+
+
+async def _carry(state: AppState, session_id: str, turn_id: str, refs: Sequence[Attachment]) -> None:
+    """The images and files of a message that denied the waiting calls: a ``user`` block of the
+    paused step, stored after the denials, so the turn's next step reads them."""
+    for _ in range(WRITE_ATTEMPTS):
+        turn: Turn | None = await state.store.get_turn(turn_id)
+        if turn is None:
+            return
+        block = UserBlock(seq=len(turn.blocks), step=max((b.step for b in turn.blocks), default=0),
+                          attachments=list(refs))
+        ev = BlockStop(index=block.seq, block=block, turn_id=turn_id, n=await state.store.last_event_n(turn_id) + 1)
+        try:
+            await state.store.append_block(turn_id, block, StoredEvent.of(ev))
+        except SeqConflictError:
+            continue
+        state.bus.publish(session_id, ev)
+        return
+    raise SeqConflictError(f"could not add the message's attachments to turn {turn_id}: too many concurrent writers")

@@ -272,12 +272,20 @@ class TurnManager:
                 del self._live[tid]
             live.done.set()
             ended = runner.turn
-            if ended is not None and ended.status != "awaiting_client" and not live.abandoned and not self.draining:
-                self._next = asyncio.create_task(self._start_queued(live.session_id))
+            if ended is not None and ended.status != "awaiting_client" and not live.abandoned:
+                self._turn_ended(live.session_id)
+
+    def _turn_ended(self, session_id: str) -> None:
+        """A turn of the session ended, however (complete, failed, cancelled while it ran or
+        while it waited for the client): what was queued for it and not read starts the next."""
+        if not self.draining:
+            self._next = asyncio.create_task(self._start_queued(session_id))
 
     async def _start_queued(self, session_id: str) -> None:
         """The turn of the session ended: the messages queued while it ran and not given to it
-        (``queued_messages=next_turn``, or sent during its last step) start the next turn."""
+        (``queued_messages=next_turn``, or sent during its last step, or before it paused and
+        was cancelled) start the next turn. If another turn of the session opened first (a new
+        message), they are queued for it instead."""
         try:
             queued = await self.store.take_queued(session_id)
             session = await self.store.get_session(session_id) if queued else None
@@ -285,7 +293,14 @@ class TurnManager:
                 return
             text = "\n\n".join(m.text for m in queued if m.text)
             refs = [a for m in queued for a in m.attachments]
-            _, sub = await self.start(session, text, attachments=refs)
+            try:
+                _, sub = await self.start(session, text, attachments=refs)
+            except TurnConflictError:
+                lost = [m for m in queued if await self.store.queue_message(session_id, m.text, m.attachments) is None]
+                if lost:
+                    log.warning("session %s: %d queued message(s) dropped: another turn opened first and "
+                                "waits for the client", session_id, len(lost))
+                return
             sub.close()
         except Exception:
             log.exception("session %s: the queued messages could not start the next turn", session_id)
@@ -327,6 +342,7 @@ class TurnManager:
             if await self.store.claim_turn(turn_id, "awaiting_client", "running"):
                 await close_out_stored(self.store, turn_id, "cancelled", CANCELLED,
                                        on_event=self._publisher(session_id))
+                self._turn_ended(session_id)
                 return "cancelled"
             if (local := await self._cancel_local(turn_id)) is not None:  # resumed here meanwhile
                 return local

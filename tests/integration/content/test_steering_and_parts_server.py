@@ -323,3 +323,188 @@ def test_the_turn_route_lists_json_and_multipart_in_openapi(served: tuple[Server
     assert set(content) == {"application/json", "multipart/form-data"}
     form = content["multipart/form-data"]["schema"]
     assert form["required"] == ["message"] and form["properties"]["files"]["items"]["format"] == "binary"
+
+
+# --- what a message does to a turn that waits, and what becomes of queued messages ------------------------------
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_a_message_with_an_image_during_an_approval_denies_it_and_carries_the_image_on(
+        served: tuple[Server, Path], mock_provider: MockHandle, prefix: str) -> None:
+    srv, _ = served
+    m = model(mock_provider, prefix, [
+        {"blocks": [{"type": "tool_use", "name": "send_note", "input": {"to": "ada", "text": "hi"}}]},
+        {"blocks": [{"type": "text", "text": "I see the picture."}]}])
+    with srv.client() as c:
+        sid = new_session(c, model=m, toolset="none")
+        paused = run_turn(c, sid, "send ada a note")
+        assert paused[-1].data["status"] == "awaiting_client"
+        tid = paused[-1].data["turn_id"]
+        r = c.post(f"/api/sessions/{sid}/turns", json={
+            "message": "no: send her this picture instead",
+            "parts": [{"type": "image", "media_type": "image/png", "data": b64(PNG)}]})
+        assert r.status_code == 202, r.text
+        assert r.json()["outcome"] == "denied" and r.json()["turn_id"] == tid
+        rest = follow(c, sid, tid, paused[-1].n)
+        assert rest[-1].data["status"] == "complete"
+        stops = [e.data["block"] for e in rest if e.event == "block_stop"]
+        assert [b["type"] for b in stops] == ["tool_result", "user", "text"]
+        assert "send her this picture instead" in stops[0]["content"] and stops[0]["is_error"]
+        assert [a["media_type"] for a in stops[1]["attachments"]] == ["image/png"] and stops[1]["step"] == 1
+    last = json.dumps(mock_provider.requests(m)[-1])  # accepted by the format's own rules
+    assert "send her this picture instead" in last and b64(PNG) in last
+
+
+def test_a_message_while_a_client_tool_waits_is_refused_saying_what_the_turn_waits_for(
+        served: tuple[Server, Path], mock_provider: MockHandle) -> None:
+    srv, _ = served
+    m = model(mock_provider, "anthropic", [
+        {"blocks": [{"type": "tool_use", "name": "get_location", "input": {}}]},
+        {"blocks": [{"type": "text", "text": "Found you."}]}])
+    with srv.client() as c:
+        sid = new_session(c, model=m, toolset="none")
+        paused = run_turn(c, sid, "where am I?", client_tools=[LOCATION])
+        assert paused[-1].data["status"] == "awaiting_client"
+        r = c.post(f"/api/sessions/{sid}/turns", json={"message": "hello?"})
+        assert r.status_code == 409, r.text
+        assert r.json()["message"] == (f"turn {paused[-1].data['turn_id']} waits for the result of client tool "
+                                       "get_location; answer it or cancel the turn before sending a message")
+
+
+LOCATION = {"name": "get_location", "description": "Where the user is.",
+            "input_schema": {"type": "object", "properties": {}}}
+
+
+@pytest.fixture(scope="module")
+def budgeted(tmp_path_factory: pytest.TempPathFactory, mock_provider: MockHandle) -> Iterator[Server]:
+    """A server with a 100-token ceiling per turn."""
+    tmp = tmp_path_factory.mktemp("steering-budget")
+    srv = start_server(tmp, model="scripted:echo", env={
+        "ANTHROPIC_BASE_URL": mock_provider.base_url, "ANTHROPIC_API_KEY": "test-key",
+        "TURNSTREAM_BUDGET_TURN_TOKENS": "100"})
+    try:
+        yield srv
+    finally:
+        srv.stop()
+        assert server_errors(srv) == []
+
+
+def test_a_message_during_a_budget_question_declines_going_on_with_the_words_as_the_reason(
+        budgeted: Server, mock_provider: MockHandle) -> None:
+    m = model(mock_provider, "anthropic", [
+        {"blocks": [{"type": "tool_use", "name": "get_location", "input": {}}],
+         "usage": {"input_tokens": 100, "output_tokens": 20}},
+        {"blocks": [{"type": "text", "text": "Stopping here."}]}])
+    with budgeted.client() as c:
+        sid = new_session(c, model=m, toolset="none")
+        paused = run_turn(c, sid, "where am I?", client_tools=[LOCATION])
+        (asked,) = [e for e in paused if e.event == "tool_request"]
+        assert asked.data["budget"]["scope"] == "turn" and paused[-1].data["status"] == "awaiting_client"
+        tid = paused[-1].data["turn_id"]
+        r = c.post(f"/api/sessions/{sid}/turns", json={"message": "enough, just tell me what you know"})
+        assert r.status_code == 202, r.text  # the budget's question is a yes or no one: this is a no
+        assert r.json()["outcome"] == "denied"
+        rest = follow(c, sid, tid, paused[-1].n)
+        assert rest[-1].data["status"] == "complete" and rest[-1].data["stop_reason"] == "budget"
+    last = mock_provider.requests(m)[-1]
+    assert "enough, just tell me what you know" in json.dumps(last) and last["tool_choice"] == {"type": "none"}
+
+
+def ws_tab(srv: Server, sid: str) -> Any:
+    from websockets.sync.client import connect
+
+    url = srv.url.replace("http://", "ws://") + f"/ws/sessions/{sid}"
+    return connect(url, subprotocols=["turnstream", f"turnstream.key.{srv.key}"], open_timeout=10)  # type: ignore[list-item]
+
+
+def turn_ends(ws: Any, count: int) -> list[dict[str, Any]]:
+    """The session's next ``count`` turn ends on its WebSocket (a pause for the client is none)."""
+    ends: list[dict[str, Any]] = []
+    while len(ends) < count:
+        msg = json.loads(ws.recv(timeout=20))
+        ended = msg.get("type") == "event" and msg["event"] == "turn_complete"
+        if ended and msg["data"]["status"] != "awaiting_client":
+            ends.append(msg["data"])
+    return ends
+
+
+def test_a_message_queued_before_a_pause_starts_the_next_turn_when_the_waiting_turn_is_cancelled(
+        served: tuple[Server, Path], mock_provider: MockHandle) -> None:
+    """It does not wait in the store for a later turn to read it as if sent there."""
+    srv, gate = served
+    m = "anthropic:" + mock_provider.scenario(f"steer-cancel-{next(_names)}", {"turns": [
+        [{"blocks": [{"type": "tool_use", "name": "wait_for_gate", "input": {}},
+                     {"type": "tool_use", "name": "send_note", "input": {"to": "ada", "text": "hi"}}]}],
+        [{"blocks": [{"type": "text", "text": "Next: {{input}}"}]}]]})
+    with srv.client() as c, srv.client() as other:
+        sid = new_session(c, model=m, toolset="none")
+        with ws_tab(srv, sid) as ws:
+            with sse(c, "POST", f"/api/sessions/{sid}/turns", json={"message": "note and wait"}) as s:
+                tid = next(iter(s)).data["turn_id"]
+                for ev in s:
+                    if ev.event == "block_stop" and ev.data["block"]["type"] == "tool_use":
+                        break
+                r = other.post(f"/api/sessions/{sid}/turns", json={"message": "and say hello"})
+                assert r.json()["outcome"] == "queued", r.text
+                open_gate(gate)
+                assert s.rest()[-1].data["status"] == "awaiting_client"  # no step read the message
+            r = c.post(f"/api/sessions/{sid}/turns/{tid}/cancel")
+            assert r.status_code == 200, r.text
+            cancelled, started = turn_ends(ws, 2)
+        assert cancelled["turn_id"] == tid and cancelled["status"] == "cancelled"
+        assert started["status"] == "complete"
+        turns = c.get(f"/api/sessions/{sid}").json()["turns"]
+    assert [(t["input"], t["status"]) for t in turns] == [("note and wait", "cancelled"),
+                                                          ("and say hello", "complete")]
+    assert not [b for b in turns[0]["blocks"] if b["type"] == "user"]
+    assert "Next: and say hello" in json.dumps(turns[1]["blocks"])
+
+
+@pytest.fixture(scope="module")
+def next_turn_served(tmp_path_factory: pytest.TempPathFactory,
+                     mock_provider: MockHandle) -> Iterator[tuple[Server, Path]]:
+    """A server with ``TURNSTREAM_QUEUED_MESSAGES=next_turn``."""
+    tmp = tmp_path_factory.mktemp("steering-next-turn")
+    gate = tmp / "gate"
+    os.mkfifo(gate)
+    srv = start_server(tmp, model="scripted:echo", env={
+        **TOOLS_ENV, "PYTHONPATH": str(REPO), "TURNSTREAM_TEST_GATE": str(gate),
+        "ANTHROPIC_BASE_URL": mock_provider.base_url, "ANTHROPIC_API_KEY": "test-key",
+        "TURNSTREAM_QUEUED_MESSAGES": "next_turn"})
+    try:
+        yield srv, gate
+    finally:
+        srv.stop()
+        assert server_errors(srv) == []
+
+
+def test_with_next_turn_a_message_while_the_turn_runs_starts_the_next_turn(
+        next_turn_served: tuple[Server, Path], mock_provider: MockHandle) -> None:
+    srv, gate = next_turn_served
+    m = "anthropic:" + mock_provider.scenario(f"steer-next-{next(_names)}", {"turns": [
+        [{"blocks": [{"type": "tool_use", "name": "wait_for_gate", "input": {}}]},
+         {"blocks": [{"type": "text", "text": "Gate passed."}]}],
+        [{"blocks": [{"type": "text", "text": "Next: {{input}}"}]}]]})
+    with srv.client() as c, srv.client() as other:
+        sid = new_session(c, model=m, toolset="none")
+        with ws_tab(srv, sid) as ws:
+            with sse(c, "POST", f"/api/sessions/{sid}/turns", json={"message": "wait at the gate"}) as s:
+                tid = next(iter(s)).data["turn_id"]
+                for ev in s:
+                    if ev.event == "block_stop" and ev.data["block"]["type"] == "tool_use":
+                        break
+                r = other.post(f"/api/sessions/{sid}/turns", json={"message": "then say hello"})
+                assert r.status_code == 202 and r.json()["outcome"] == "queued", r.text
+                open_gate(gate)
+                rest = s.rest()
+            first, second = turn_ends(ws, 2)
+        # the running turn went on as it was: its second step never saw the message
+        assert rest[-1].data["status"] == "complete" and first["turn_id"] == tid
+        assert not [e for e in rest if e.event == "block_stop" and e.data["block"]["type"] == "user"]
+        assert second["turn_id"] != tid and second["status"] == "complete"
+        turns = c.get(f"/api/sessions/{sid}").json()["turns"]
+    assert [(t["input"], t["status"]) for t in turns] == [("wait at the gate", "complete"),
+                                                          ("then say hello", "complete")]
+    requests = mock_provider.requests(m)
+    assert len(requests) == 3 and "then say hello" not in json.dumps(requests[1])
+    assert [b["text"] for b in requests[2]["messages"][-1]["content"]] == ["then say hello"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, Literal
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tests.support.mock_provider import MockHandle
 from turnstream import Agent
@@ -16,6 +16,7 @@ from turnstream.blocks import TextBlock
 from turnstream.events import BlockDelta, ErrorEvent, StreamEvent, TurnComplete
 from turnstream.providers import Provider
 from turnstream.providers.anthropic import AnthropicProvider
+from turnstream.providers.json_schema import anthropic_schema, openai_strict_schema
 from turnstream.providers.openai_chat import OpenAIChatProvider
 from turnstream.providers.openai_responses import OpenAIResponsesProvider
 from turnstream.store import MemoryStore
@@ -75,6 +76,12 @@ def option(kind: str, body: dict[str, Any]) -> dict[str, Any]:
     return fmt
 
 
+def sent_schema(kind: str, model: type[BaseModel]) -> dict[str, Any]:
+    """The schema each API is sent for ``model``: its pydantic schema in that API's subset."""
+    schema = model.model_json_schema()
+    return anthropic_schema(schema) if kind == "anthropic" else openai_strict_schema(schema)
+
+
 def last_user_text(kind: str, body: dict[str, Any]) -> str:
     if kind == "openai-responses":
         item = body["input"][-1]
@@ -100,9 +107,10 @@ async def test_an_answer_is_streamed_as_partial_objects_and_validated(
     assert isinstance(done, TurnComplete) and done.status == "complete"
     (body,) = mock_provider.requests(p.model)
     fmt = option(kind, body)
-    assert fmt["type"] == "json_schema" and fmt["schema"] == Forecast.model_json_schema()
+    assert fmt["type"] == "json_schema" and fmt["schema"] == sent_schema(kind, Forecast)
+    assert fmt["schema"]["additionalProperties"] is False
     if kind != "anthropic":
-        assert fmt["name"] == "Forecast"
+        assert fmt["name"] == "Forecast" and fmt["strict"] is True
     partials = [ev.output for ev in events if isinstance(ev, BlockDelta) and ev.output is not None]
     assert len(partials) >= 3
     assert partials[-1] == json.loads(GOOD)
@@ -161,9 +169,102 @@ async def test_the_mock_refuses_a_malformed_output_option(make: Make) -> None:
     assert openai_responses_errors({"input": msgs, "text": {"format": {"type": "json_schema",
                                                                        "schema": {"type": "object"}}}})
     ok = {"type": "object", "properties": {}}
-    assert anthropic_errors({"messages": msgs, "output_config": {"format": {"type": "json_schema", "schema": ok}}}) \
-        is None
+    assert anthropic_errors({"messages": msgs, "output_config": {"format": {"type": "json_schema", "schema": {
+        **ok, "additionalProperties": False}}}}) is None
     assert openai_chat_errors({"messages": msgs, "response_format": {
         "type": "json_schema", "json_schema": {"name": "x", "schema": ok}}}) is None
     assert openai_responses_errors({"input": msgs, "text": {"format": {"type": "json_schema", "name": "x",
                                                                        "schema": ok}}}) is None
+
+
+class Reading(BaseModel):
+    celsius: float = Field(ge=-90, le=60)
+    note: str | None = Field(default=None, max_length=80)
+
+
+class Report(BaseModel):
+    """A model with what pydantic writes and the APIs refuse as it is: bounds, lengths, a list
+    of at least two, a nested model referred to with a description beside the reference."""
+
+    city: str = Field(min_length=1)
+    readings: list[Reading] = Field(min_length=2, description="one per hour")
+    now: Reading = Field(description="the latest")
+    unit: Literal["C", "F"] = "C"
+
+
+REPORT = ('{"city": "Oslo", "readings": [{"celsius": 3.5, "note": null}, {"celsius": 4, "note": "windy"}], '
+          '"now": {"celsius": 4, "note": null}, "unit": "C"}')
+OUT_OF_RANGE = REPORT.replace('"celsius": 3.5', '"celsius": 300')
+
+
+@pytest.mark.parametrize("kind", FORMATS)
+async def test_a_schema_the_apis_refuse_as_pydantic_writes_it_is_sent_in_their_subset(
+        make: Make, mock_provider: MockHandle, kind: str) -> None:
+    from turnstream.mock.validate import anthropic_errors, openai_chat_errors, openai_responses_errors
+
+    p = make(kind, answers(OUT_OF_RANGE, REPORT))
+    agent = Agent(p, output=Report, store=MemoryStore())
+    turn = await agent.run("Weather in Oslo?")
+    # every request was accepted by the mock's copy of the API's rules, and the bound the API
+    # was not sent is still enforced by the model's own validation: one repair round
+    assert turn.status == "complete" and turn.steps == 2, turn.error
+    first, second = mock_provider.requests(p.model)
+    assert "less than or equal to 60" in last_user_text(kind, second)
+    assert agent.output_of(turn, Report).readings[0].celsius == 3.5
+    fmt = option(kind, first)
+    assert fmt["schema"] == sent_schema(kind, Report)
+    # the raw pydantic schema in the same request is what the API refuses
+    raw = json.loads(json.dumps(first))
+    raw_fmt = option(kind, raw)
+    raw_fmt["schema"].clear()
+    raw_fmt["schema"].update(Report.model_json_schema())
+    if kind == "anthropic":
+        assert "'additionalProperties' must be explicitly set to false" in (anthropic_errors(raw) or "")
+    elif kind == "openai":
+        assert "'additionalProperties' is required to be supplied" in (openai_chat_errors(raw) or "")
+    else:
+        assert "'additionalProperties' is required to be supplied" in (openai_responses_errors(raw) or "")
+    await agent.aclose()
+
+
+class Node(BaseModel):
+    name: str
+    children: list[Node] = []
+
+
+class Tally(BaseModel):
+    counts: dict[str, int]
+
+
+async def test_a_recursive_schema_fails_an_anthropic_turn_before_any_request(
+        make: Make, mock_provider: MockHandle) -> None:
+    p = make("anthropic", answers('{"name": "root", "children": []}'))
+    agent = Agent(p, output=Node, store=MemoryStore())
+    events = await collect(agent, "A tree, please")
+    (error,) = [ev for ev in events if isinstance(ev, ErrorEvent)]
+    assert "cannot be asked of Anthropic's structured outputs" in error.message and "recursive" in error.message
+    assert not error.retryable
+    done = events[-1]
+    assert isinstance(done, TurnComplete) and done.status == "failed"
+    assert mock_provider.requests(p.model) == []
+    await agent.aclose()
+
+
+@pytest.mark.parametrize("kind", ["openai", "openai-responses"])
+async def test_openai_takes_a_recursive_schema_strict_and_a_free_mapping_not_strict(
+        make: Make, mock_provider: MockHandle, kind: str) -> None:
+    p = make(kind, answers('{"name": "root", "children": [{"name": "leaf", "children": []}]}'))
+    agent = Agent(p, output=Node, store=MemoryStore())
+    turn = await agent.run("A tree, please")
+    assert turn.status == "complete", turn.error
+    fmt = option(kind, mock_provider.requests(p.model)[0])
+    assert fmt["strict"] is True and fmt["schema"]["properties"]["children"]["items"] == {"$ref": "#/$defs/Node"}
+    await agent.aclose()
+
+    p = make(kind, answers('{"counts": {"a": 1}}'))
+    agent = Agent(p, output=Tally, store=MemoryStore())
+    turn = await agent.run("Count them")
+    assert turn.status == "complete", turn.error
+    fmt = option(kind, mock_provider.requests(p.model)[0])
+    assert fmt["strict"] is False and fmt["schema"] == Tally.model_json_schema()
+    await agent.aclose()

@@ -217,6 +217,12 @@ export class TurnView {
           : "Queued: the assistant reads it at its next step";
         if (outcome !== "queued") this.queued = this.queued.filter((q) => q !== entry);
       },
+      // The turn was stopped before a step read it: the server starts the next turn with it
+      // (docs/steering.md), which marks it delivered; until then it says why it waits.
+      stopped: () => {
+        node.dataset.state = "stopped";
+        state.textContent = "Not read by the stopped turn: it starts the next one";
+      },
       refused: (why) => {
         node.dataset.state = "refused";
         state.textContent = `Not sent: ${why}`;
@@ -462,6 +468,7 @@ export class TurnView {
 
   complete(data) {
     this.setStatus(data.status || "complete");
+    if (data.status === "cancelled") for (const q of this.queued) q.stopped();
     for (const b of this.blocks.values()) if (!b.stopped && b.type === "text") b.finish(null);
     const parts = [];
     if (data.status === "awaiting_client") {
@@ -494,9 +501,12 @@ export class TurnView {
 
 // A turn's usage for its footer: tokens in and out, what the prompt cache read and wrote, and
 // the cost when the model has a price (the `usage` events carry it; a stored turn has none).
+// A server that sent no token counts (`unknown`) is said to have, not shown as 0 tokens.
 export function usageParts(u, costNano) {
   const parts = [];
-  if (u && (u.input_tokens || u.output_tokens)) parts.push(`${u.input_tokens} in · ${u.output_tokens} out tokens`);
+  const counted = u && (u.input_tokens || u.output_tokens);
+  if (counted) parts.push(`${u.input_tokens} in · ${u.output_tokens} out tokens`);
+  if (u && u.unknown) parts.push(counted ? "usage of some steps unknown" : "usage unknown");
   if (u && (u.cache_read_input_tokens || u.cache_creation_input_tokens)) {
     parts.push(`cache ${u.cache_read_input_tokens} read · ${u.cache_creation_input_tokens} written`);
   }
