@@ -160,6 +160,16 @@ class SeqConflictError(Refused):
     """Another writer took this turn's next ``seq`` or ``n`` first; re-read and try again."""
 
 
+class StaleNotebook(Refused):
+    """A notebook save on the condition that the store still held the version the saver last
+    read: another process saved since. The saver merges (``notebook.merge``) and saves again."""
+
+    def __init__(self, session_id: str, base: int) -> None:
+        super().__init__(f"the notebook of session {session_id} changed since version {base}")
+        self.session_id = session_id
+        self.base = base
+
+
 class EditConflict(Refused):
     """An edit made from a copy of a cell that is no longer current (someone else changed
     its code meanwhile). ``cell`` is the cell as it stands now; nothing was changed."""
@@ -413,6 +423,7 @@ __all__ = [
     "ServerError",
     "ShuttingDown",
     "SimulatedFault",
+    "StaleNotebook",
     "StoreError",
     "StoreWriteError",
     "StreamBrokenError",

@@ -65,6 +65,7 @@ from .events import (
     ErrorEvent,
     StepRestart,
     StepStart,
+    StepUsage,
     ToolRequest,
     TurnStart,
 )
@@ -139,6 +140,21 @@ class RunConfig:
     """The price table that turns usage into cost (``turnstream.pricing``)."""
     prompt_cache_key: str | None = None
     """OpenAI's ``prompt_cache_key`` for every step (None: one per session, from its id)."""
+
+
+@dataclass(slots=True)
+class StepEnded:
+    """A step whose stream has ended: its calls, its stop reason, and the budget scope it
+    brought to its ceiling (None when none). The loop decides what happens next from it."""
+
+    calls: list[ToolUseBlock]
+    stop: StopReason
+    reached: BudgetReached | None
+
+
+Prelude = Callable[[ToolExecutor], Awaitable[bool | StepEnded]]
+"""What a turn's runner does before the loop: start the turn, resume it after a pause, or take
+it over (see ``TurnRunner._drive``)."""
 
 
 def _canonical(call: ToolUseBlock) -> str:
@@ -264,17 +280,19 @@ class TurnRunner:
 
         Where the turn stood decides what happens. The last step's calls all answered: the
         loop goes on with the next step. Calls of the last step that had started (the
-        tool-effect ledger says so) and not ended: an idempotent tool runs again, with the
-        same idempotency key; any other waits for the user's approval, the request saying
-        that the call may already have run. Calls that never started are decided afresh.
-        Anything else (a step that was streaming, whose end is unknown) is requested again,
-        announced with ``step_restart`` as a broken stream is."""
+        tool-effect ledger says so): one that ended (its result is in the ledger) keeps its
+        result; one that had not ended runs again if its tool is idempotent, with the same
+        idempotency key, and otherwise waits for the user's approval, the request saying
+        that the call may already have run. Calls that never started are decided afresh, as
+        they are when the step's stream had ended (its ``usage`` event is stored) and none
+        of its calls had started. Anything else (a step that was streaming, whose end is
+        unknown) is requested again, announced with ``step_restart`` as a broken stream is."""
         self._task = asyncio.current_task()
         if self._cancel_requested:
             raise TurnCancelled("the turn was cancelled before it was taken over")
         self._turn_id = turn_id
 
-        async def prelude(executor: ToolExecutor) -> bool:
+        async def prelude(executor: ToolExecutor) -> bool | StepEnded:
             rec = await self._load_context()
             rec.n += TAKEOVER_GAP
             last = rec.steps
@@ -283,10 +301,15 @@ class TurnRunner:
             started = {c.tool_use_id: c for c in await self.store.tool_calls(turn_id)}
             if unanswered and any(c.tool_use_id in started for c in unanswered):
                 return await self._resume_calls(executor, unanswered, started)
+            events = [e.event() for e in await self.store.events_after(turn_id, 0)]
             # The highest step that began streaming (a step with no finished block yet has
             # only its step_start stored), and whether the last one with blocks had ended.
-            began = max((ev.step for ev in map(StoredEvent.event, await self.store.events_after(turn_id, 0))
-                         if isinstance(ev, StepStart)), default=0)
+            began = max((ev.step for ev in events if isinstance(ev, StepStart)), default=0)
+            usage = next((ev.usage for ev in events if isinstance(ev, StepUsage) and ev.step == last), None)
+            if unanswered and usage is not None and began <= last:
+                # The step's stream ended; the process stopped before any of its calls started.
+                self._final_step = last > self.config.limits.max_steps
+                return StepEnded(unanswered, "tool_use", await self._meter.charge(rec, last, usage))
             last_calls = [b for b in rec.blocks if isinstance(b, ToolUseBlock) and b.step == last]
             if last_calls and not unanswered and began <= last:
                 return False  # the step ended and its calls are answered: the next one starts
@@ -351,9 +374,10 @@ class TurnRunner:
 
     # -- the loop --------------------------------------------------------------------------
 
-    async def _drive(self, prelude: Callable[[ToolExecutor], Awaitable[bool]]) -> Turn:
+    async def _drive(self, prelude: Prelude) -> Turn:
         """Run the loop after ``prelude`` (which loads what the turn needs, and may run the
-        calls it resumes; True when the turn then waits for the client)."""
+        calls it resumes; True when the turn then waits for the client, a ``StepEnded`` when
+        the loop goes on from the end of a step whose calls are not decided yet)."""
         tel = self.config.telemetry
         if tel is None:
             return await self._loop(prelude)
@@ -362,26 +386,30 @@ class TurnRunner:
             run.done(turn)
             return turn
 
-    async def _loop(self, prelude: Callable[[ToolExecutor], Awaitable[bool]]) -> Turn:
+    async def _loop(self, prelude: Prelude) -> Turn:
         """``_drive`` itself, inside the ``invoke_agent`` span when telemetry is on."""
         executor = self._executor = ToolExecutor(
             self._tools, max_result_chars=self.config.limits.max_result_chars, approver=self.config.approver,
-            deps=self.config.deps, on_start=self._record_starts, telemetry=self.config.telemetry)
+            deps=self.config.deps, on_start=self._record_start, on_end=self._record_end,
+            telemetry=self.config.telemetry)
         try:
             await self._list_toolsets()
-            if await prelude(executor):
+            loaded = await prelude(executor)
+            if loaded is True:
                 return await self._finish("awaiting_client", "awaiting_client")
+            ended = loaded if isinstance(loaded, StepEnded) else None
             while True:
-                if self._step and self.config.take_queued:
-                    await self._take_queued()
-                self._step += 1
-                await self._list_toolsets()
-                asm = await self._stream_step()
-                stop = asm.stop_reason
-                assert stop is not None
-                calls = [b for b in asm.finished if isinstance(b, ToolUseBlock)]
-                self._current = None
-                reached = await self._meter.after_step(self._r, self._step, asm.usage)
+                if ended is None:
+                    if self._step and self.config.take_queued:
+                        await self._take_queued()
+                    self._step += 1
+                    await self._list_toolsets()
+                    asm = await self._stream_step()
+                    assert asm.stop_reason is not None
+                    self._current = None
+                    ended = StepEnded([b for b in asm.finished if isinstance(b, ToolUseBlock)], asm.stop_reason,
+                                      await self._meter.after_step(self._r, self._step, asm.usage))
+                calls, stop, reached, ended = ended.calls, ended.stop, ended.reached, None
                 if not calls:
                     if stop == "pause_turn" and not self._final_step and self._step < self.config.limits.max_steps:
                         continue
@@ -615,8 +643,11 @@ class TurnRunner:
         asks: set[str] = set()
         for c in calls:
             tool = self._tools.get(c.name)
-            if c.tool_use_id not in started:
+            record = started.get(c.tool_use_id)
+            if record is None:
                 outcomes.append(await executor.decide(c))  # it never started: decided as at the step's end
+            elif record.result is not None:  # it ended before the process stopped: its result stands
+                outcomes.append(Outcome(c, "result", record.result, bool(record.is_error)))  # no tool: not run
             elif tool is None:
                 outcomes.append(Outcome(c, "result", f"Unknown tool '{c.name}'.", True))
             elif tool.idempotent:
@@ -671,15 +702,23 @@ class TurnRunner:
             return []
         return await store_parts(self.store, o.images)
 
-    async def _record_starts(self, outcomes: list[Outcome]) -> None:
-        """The tool-effect ledger: these calls are about to run (the executor's ``on_start``)."""
-        starts = [ToolCallStart(o.call.tool_use_id, o.call.name, idempotency_key(self._turn_id, o.call.tool_use_id))
-                  for o in outcomes]
+    async def _record_start(self, o: Outcome) -> None:
+        """The tool-effect ledger: this call is about to run (the executor's ``on_start``)."""
+        start = ToolCallStart(o.call.tool_use_id, o.call.name, idempotency_key(self._turn_id, o.call.tool_use_id))
         try:
-            await self.store.start_tool_calls(self._turn_id, starts)
+            await self.store.start_tool_calls(self._turn_id, [start])
         except Exception as exc:
-            raise StoreWriteError(f"could not record the start of tool calls of turn {self._turn_id}: "
-                                  f"{type(exc).__name__}: {exc}") from exc
+            raise StoreWriteError(f"could not record the start of tool call {o.call.tool_use_id} of turn "
+                                  f"{self._turn_id}: {type(exc).__name__}: {exc}") from exc
+
+    async def _record_end(self, o: Outcome) -> None:
+        """The tool-effect ledger: this call ended while others of its step still run; its
+        result is kept until the step's results are stored (the executor's ``on_end``)."""
+        try:
+            await self.store.end_tool_call(self._turn_id, o.call.tool_use_id, o.content, o.is_error)
+        except Exception as exc:
+            raise StoreWriteError(f"could not record the end of tool call {o.call.tool_use_id} of turn "
+                                  f"{self._turn_id}: {type(exc).__name__}: {exc}") from exc
 
     async def _run_pending(self, executor: ToolExecutor, approved: dict[str, dict[str, Any] | None]) -> bool:
         """After a pause: run the approved calls of the last step (all others are answered),

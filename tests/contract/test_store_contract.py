@@ -31,7 +31,7 @@ from turnstream.blocks import (
     Usage,
     UserBlock,
 )
-from turnstream.errors import AlreadyExists, FileTooLarge, NotFound, TurnTakenOver, UserExists
+from turnstream.errors import AlreadyExists, FileTooLarge, NotFound, StaleNotebook, TurnTakenOver, UserExists
 from turnstream.store import SeqConflictError, Store, StoredEvent, TurnConflictError
 from turnstream.store.keys import hash_key
 from turnstream.store.protocol import Spend, ToolCallStart, ToolDecision
@@ -619,6 +619,27 @@ async def test_the_tool_effect_ledger(store: Store) -> None:
         await store.start_tool_calls("turn_missing", [ToolCallStart("x", "send", "k")])
 
 
+async def test_a_call_that_ends_before_its_result_block_keeps_its_result_and_its_end(store: Store) -> None:
+    t = await new_turn(store)
+    call = ToolUseBlock(seq=0, step=1, tool_use_id="tu_0", name="send", input={})
+    await store.append_block(t.id, call, stop(t.id, 2, call))
+    await store.start_tool_calls(t.id, [ToolCallStart("tu_0", "send", "key-0")])
+    await store.end_tool_call(t.id, "tu_0", "sent to ann", False)
+    await store.end_tool_call(t.id, "tu_other", "no row", False)  # a call with no row: nothing
+    (row,) = await store.tool_calls(t.id)
+    assert (row.state, row.result, row.is_error, row.ended_at is not None) == ("finished", "sent to ann", False, True)
+    ended = row.ended_at
+    result = ToolResultBlock(seq=1, step=1, tool_use_id="tu_0", content="sent to ann")
+    await store.append_block(t.id, result, stop(t.id, 3, result))  # the block keeps the end already kept
+    (row,) = await store.tool_calls(t.id)
+    assert (row.state, row.ended_at) == ("finished", ended)
+    await store.start_tool_calls(t.id, [ToolCallStart("tu_0", "send", "key-0")])  # run again: nothing kept
+    (row,) = await store.tool_calls(t.id)
+    assert (row.state, row.attempts, row.result, row.ended_at) == ("started", 2, None, None)
+    with pytest.raises(KeyError):
+        await store.end_tool_call("turn_missing", "x", "r", False)
+
+
 async def test_tool_decisions_are_kept_per_call_and_a_later_one_replaces_it(store: Store) -> None:
     t = await new_turn(store)
     denied = ToolDecision("tu_1", "send", False, "user", "alice", 100.0, "not to that address")
@@ -710,7 +731,8 @@ async def test_migrations_are_recorded_once_and_reopening_is_harmless(store: Sto
             pass
     rows = await backend.sql("SELECT version, name FROM schema_migrations ORDER BY version")
     assert rows == [(1, "initial"), (2, "liveness_and_tool_calls"), (3, "notebook_files"),
-                    (4, "audit"), (5, "budgets"), (6, "agents"), (7, "content_and_queue")]
+                    (4, "audit"), (5, "budgets"), (6, "agents"), (7, "content_and_queue"),
+                    (8, "tool_results")]
     assert await store.get_turn(t.id) is not None
 
 
@@ -742,6 +764,21 @@ async def test_notebooks_are_saved_with_rising_versions(store: Store) -> None:
     other = await store.create_session("usr_1")
     assert await store.save_notebook(other.id, {"version": 7}) == 1  # the store's version, not the document's
     assert await store.load_notebook(other.id) == {"version": 1}
+
+
+async def test_a_notebook_saved_on_a_stale_base_is_refused_and_nothing_is_stored(store: Store) -> None:
+    session = await store.create_session("usr_1")
+    with pytest.raises(StaleNotebook):
+        await store.save_notebook(session.id, {"cells": []}, base=3)  # none saved yet: the base is 0
+    assert await store.save_notebook(session.id, {"cells": [], "n": "first"}, base=0) == 1
+    with pytest.raises(StaleNotebook):
+        await store.save_notebook(session.id, {"cells": [], "n": "also first"}, base=0)  # a save came first
+    assert await store.save_notebook(session.id, {"cells": [], "n": "second"}, base=1) == 2
+    with pytest.raises(StaleNotebook) as refused:
+        await store.save_notebook(session.id, {"cells": [], "n": "late"}, base=1)
+    assert refused.value.base == 1
+    assert await store.load_notebook(session.id) == {"cells": [], "n": "second", "version": 2}
+    assert await store.save_notebook(session.id, {"cells": [], "n": "any"}) == 3  # no base: no condition
 
 
 async def test_notebook_files_are_kept_whole_replaced_by_name_and_capped(store: Store) -> None:

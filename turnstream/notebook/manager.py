@@ -58,12 +58,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..aio import shielded
-from ..errors import EditConflict, InvalidValue
+from ..errors import EditConflict, InvalidValue, StaleNotebook
 from .config import FileLimits, KernelLimits, PoolLimits, SandboxConfig
 from .datafiles import DataFiles, users_of
 from .files import FileInfo
 from .graph import Graph, stale_cells
 from .kernel import Kernel, interrupted_output
+from .merge import apply_doc, merge_docs
 from .model import LANGUAGES, Cell, Editor, Language, Notebook, code_hash, new_cell_id
 from .persistence import FileStore, InMemoryNotebooks, NotebookPersistence, resolve
 from .pool import KernelPool
@@ -117,7 +118,7 @@ class NotebookManager:
         """The session's notebook and kernel. A notebook another process saved since this one
         last did (another server ran a turn of the session) is read again; its cells then
         count as stale here, so a run re-runs what the graph needs in this process's kernel.
-        Two processes saving at once: the last save wins."""
+        Two processes saving at once: the second save merges both changes (``_commit``)."""
         entry = self._entries.get(session_id)
         if entry is not None:
             await self._refresh(entry)
@@ -129,7 +130,8 @@ class NotebookManager:
                 if self.persistence is not None:
                     doc = await resolve(self.persistence.load_notebook(session_id))
                 nb = Notebook.from_doc(session_id, doc) if doc else Notebook(session_id)
-                entry = Entry(nb, Kernel(self.limits, sandbox=self.sandbox, cwd=self.cwd, pool=self.pool))
+                entry = Entry(nb, Kernel(self.limits, sandbox=self.sandbox, cwd=self.cwd, pool=self.pool),
+                              base=doc or None)
                 self._entries[session_id] = entry
         await self._end_dead_runs(entry)
         return entry
@@ -141,6 +143,7 @@ class NotebookManager:
         if doc and int(doc.get("version", 0)) > entry.notebook.version:
             log.info("notebook of session %s changed in another process: read again", entry.notebook.session_id)
             entry.notebook = Notebook.from_doc(entry.notebook.session_id, doc)
+            entry.base = doc
         if any(c.status == "running" for c in entry.notebook.cells):
             await self._end_dead_runs(entry)  # the process running it may have died since
 
@@ -345,15 +348,36 @@ class NotebookManager:
         """Save the notebook; tell the listener about ``change`` (None: a save nobody sees)."""
         nb = entry.notebook
         async with entry.commit_lock:
-            doc = nb.to_doc()
-            doc["version"] = nb.version + 1
-            if self.persistence is not None:
-                nb.version = await resolve(self.persistence.save_notebook(nb.session_id, doc))
-            else:
+            if self.persistence is None:
                 nb.version += 1
+            else:
+                await self._save(entry)
             if change is not None:
                 await self._tell(nb.session_id, {"type": "notebook", "session_id": nb.session_id,
                                                  "version": nb.version, "change": change, "cell": cell, **extra})
+
+    async def _save(self, entry: Entry) -> None:
+        """Save the notebook on top of the version this process last read or saved. When
+        another process saved since, merge both changes into the notebook here (its cells
+        stay the same objects) and save the merge on top of that version instead."""
+        assert self.persistence is not None
+        nb = entry.notebook
+        while True:
+            doc = nb.to_doc()
+            doc["version"] = nb.version + 1
+            try:
+                nb.version = await resolve(self.persistence.save_notebook(nb.session_id, doc, base=nb.version))
+            except StaleNotebook:
+                theirs = await resolve(self.persistence.load_notebook(nb.session_id))
+                assert theirs is not None  # a notebook is deleted only with its session
+                log.info("notebook of session %s was saved by another process meanwhile: merged",
+                         nb.session_id)
+                apply_doc(nb, merge_docs(entry.base, doc, theirs))
+                nb.version, entry.base = int(theirs["version"]), theirs
+                continue
+            doc["version"] = nb.version
+            entry.base = doc
+            return
 
     async def _tell(self, session_id: str, message: dict[str, Any]) -> None:
         if self.on_change is not None:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from ..errors import FileTooLarge
+from ..errors import FileTooLarge, StaleNotebook
 from ..store.protocol import NotebookFile
 
 T = TypeVar("T")
@@ -23,8 +23,10 @@ class NotebookPersistence(Protocol):
         """The saved document, or None when the session has no notebook yet."""
         ...
 
-    def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int | Awaitable[int]:
-        """Save the whole document; return its new version number."""
+    def save_notebook(self, session_id: str, doc: dict[str, Any], *,
+                      base: int | None = None) -> int | Awaitable[int]:
+        """Save the whole document; return its new version number. ``base``: only if the
+        saved version is still this one (0: none saved yet), else ``StaleNotebook``."""
         ...
 
 
@@ -55,7 +57,9 @@ class InMemoryNotebooks:
         raw = self.docs.get(session_id)
         return None if raw is None else dict(json.loads(raw))
 
-    def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:
+    def save_notebook(self, session_id: str, doc: dict[str, Any], *, base: int | None = None) -> int:
+        if base is not None and base != self.versions.get(session_id, 0):
+            raise StaleNotebook(session_id, base)
         version = self.versions.get(session_id, 0) + 1
         self.docs[session_id] = json.dumps({**doc, "version": version})
         self.versions[session_id] = version

@@ -70,6 +70,9 @@ class Entry:
     files: dict[str, str] = field(default_factory=dict)
     """Data files in the kernel (name -> sha256), for generation ``files_generation``."""
     files_generation: int = -1
+    base: dict[str, Any] | None = None
+    """The document as the store held it at ``notebook.version`` (None: none saved yet): what
+    a save that finds a newer version merges against (``notebook.merge``)."""
 
 
 class Runs:

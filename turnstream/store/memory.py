@@ -13,7 +13,15 @@ from typing import Any
 import orjson
 
 from ..blocks import Attachment, Block, Session, ToolResultBlock, Turn, TurnStatus, TurnStopReason, Usage
-from ..errors import AlreadyExists, NotFound, SeqConflictError, TurnConflictError, TurnTakenOver, UserExists
+from ..errors import (
+    AlreadyExists,
+    NotFound,
+    SeqConflictError,
+    StaleNotebook,
+    TurnConflictError,
+    TurnTakenOver,
+    UserExists,
+)
 from .keys import hash_key, new_key
 from .protocol import (
     NotebookFile,
@@ -180,7 +188,8 @@ class MemoryStore:
         if isinstance(block, ToolResultBlock):
             record = self._calls.get(turn_id, {}).get(block.tool_use_id)
             if record is not None:
-                record.state, record.ended_at, record.is_error = "finished", time.time(), block.is_error
+                record.state, record.is_error = "finished", block.is_error
+                record.ended_at = record.ended_at or time.time()
 
     async def discard_step(self, turn_id: str, step: int) -> None:
         t = self._turn(turn_id)
@@ -288,6 +297,12 @@ class MemoryStore:
             ledger[c.tool_use_id] = ToolCallRecord(c.tool_use_id, c.tool, c.idempotency_key, "started",
                                                    old.attempts + 1 if old else 1, now)
 
+    async def end_tool_call(self, turn_id: str, tool_use_id: str, result: str, is_error: bool) -> None:
+        self._turn(turn_id)
+        record = self._calls.get(turn_id, {}).get(tool_use_id)
+        if record is not None:
+            record.state, record.ended_at, record.is_error, record.result = "finished", time.time(), is_error, result
+
     async def tool_calls(self, turn_id: str) -> list[ToolCallRecord]:
         return [replace(r) for r in self._calls.get(turn_id, {}).values()]
 
@@ -327,10 +342,13 @@ class MemoryStore:
         self._spend[scope] = replace(old, granted_tokens=old.granted_tokens + tokens,
                                      granted_nano_usd=old.granted_nano_usd + nano_usd)
 
-    async def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:
+    async def save_notebook(self, session_id: str, doc: dict[str, Any], *, base: int | None = None) -> int:
         if session_id not in self._sessions:
             raise NotFound("session", f"session {session_id} not found")
-        version = self._notebooks.get(session_id, (0, {}))[0] + 1
+        stored = self._notebooks.get(session_id, (0, {}))[0]
+        if base is not None and base != stored:
+            raise StaleNotebook(session_id, base)
+        version = stored + 1
         # A JSON round trip keeps the stored copy apart from the caller's dict, as a database would.
         self._notebooks[session_id] = (version, orjson.loads(orjson.dumps(doc)))
         return version

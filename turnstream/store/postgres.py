@@ -66,6 +66,7 @@ from ..errors import (
     InvalidValue,
     NotFound,
     SeqConflictError,
+    StaleNotebook,
     StoreError,
     TurnConflictError,
     TurnTakenOver,
@@ -374,7 +375,8 @@ class PostgresStore:
                      " SELECT id, %(seq)s, %(step)s::integer, %(type)s, %(text)s, %(content)s::json"
                      " FROM t)")
     # A tool result ends its call's row in the tool-effect ledger, if it has one.
-    _END_CALL = (", l AS (UPDATE tool_calls SET state = 'finished', ended_at = %(now)s, is_error = %(is_error)s"
+    _END_CALL = (", l AS (UPDATE tool_calls SET state = 'finished', ended_at = coalesce(tool_calls.ended_at,"
+                 " %(now)s), is_error = %(is_error)s"
                  " FROM t WHERE tool_calls.turn_id = t.id AND tool_calls.tool_use_id = %(call)s)")
     _COUNT = " SELECT count(*) FROM t"
     _APPEND_BLOCK = (_Sql(_ADVANCE.format(outcome="") + _INSERT_EVENT + _INSERT_BLOCK + _COUNT),
@@ -534,15 +536,25 @@ class PostgresStore:
                     "INSERT INTO tool_calls (turn_id, tool_use_id, tool, idempotency_key, state, started_at)"
                     " VALUES ($1, $2, $3, $4, 'started', $5) ON CONFLICT (turn_id, tool_use_id) DO UPDATE SET"
                     " state = 'started', attempts = tool_calls.attempts + 1, started_at = excluded.started_at,"
-                    " ended_at = NULL, is_error = NULL",
+                    " ended_at = NULL, is_error = NULL, result = NULL",
                     [(turn_id, x.tool_use_id, x.tool, x.idempotency_key, now) for x in calls])
         except ForeignKeyViolationError:
             raise NotFound("turn", f"turn {turn_id} not found") from None
 
+    async def end_tool_call(self, turn_id: str, tool_use_id: str, result: str, is_error: bool) -> None:
+        async with self._conn() as conn:
+            done = await conn.fetchval(
+                "WITH t AS (SELECT id FROM turns WHERE id = $1), u AS (UPDATE tool_calls SET state = 'finished',"
+                " ended_at = $3, is_error = $4, result = $5 FROM t WHERE tool_calls.turn_id = t.id"
+                " AND tool_calls.tool_use_id = $2) SELECT count(*) FROM t",
+                turn_id, tool_use_id, time.time(), is_error, result)
+        if done != 1:
+            raise NotFound("turn", f"turn {turn_id} not found")
+
     async def tool_calls(self, turn_id: str) -> list[ToolCallRecord]:
         rows = await self._all("SELECT tool_use_id, tool, idempotency_key, state, attempts, started_at, ended_at,"
-                               " is_error FROM tool_calls WHERE turn_id = $1 ORDER BY started_at", turn_id)
-        return [ToolCallRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]) for r in rows]
+                               " is_error, result FROM tool_calls WHERE turn_id = $1 ORDER BY started_at", turn_id)
+        return [ToolCallRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]) for r in rows]
 
     # the audit trail ----------------------------------------------------------
     async def record_tool_decisions(self, turn_id: str, decisions: Sequence[ToolDecision]) -> None:
@@ -617,16 +629,29 @@ class PostgresStore:
                 " updated_at = excluded.updated_at", scope, tokens, nano_usd, time.time())
 
     # notebooks -------------------------------------------------------------
-    async def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:
+    async def save_notebook(self, session_id: str, doc: dict[str, Any], *, base: int | None = None) -> int:
+        # With a base: the first save inserts only where none is stored (base 0), a later one
+        # updates only while the stored version is still the base; no row back is a refusal.
+        if base is None:
+            sql = ("INSERT INTO notebooks (session_id, doc, version, updated_at) VALUES ($1, $2::json, 1, $3)"
+                   " ON CONFLICT (session_id) DO UPDATE SET doc = excluded.doc,"
+                   " version = notebooks.version + 1, updated_at = excluded.updated_at RETURNING version")
+        elif base == 0:
+            sql = ("INSERT INTO notebooks (session_id, doc, version, updated_at) VALUES ($1, $2::json, 1, $3)"
+                   " ON CONFLICT (session_id) DO NOTHING RETURNING version")
+        else:
+            sql = ("UPDATE notebooks SET doc = $2::json, version = version + 1, updated_at = $3"
+                   " WHERE session_id = $1 AND version = $4 RETURNING version")
+        args = (session_id, dumps(doc), time.time(), *(() if not base else (base,)))
         try:
-            row = await self._one(
-                "INSERT INTO notebooks (session_id, doc, version, updated_at) VALUES ($1, $2::json, 1, $3)"
-                " ON CONFLICT (session_id) DO UPDATE SET doc = excluded.doc,"
-                " version = notebooks.version + 1, updated_at = excluded.updated_at RETURNING version",
-                session_id, dumps(doc), time.time())
+            row = await self._one(sql, *args)
         except ForeignKeyViolationError:
             raise NotFound("session", f"session {session_id} not found") from None
-        assert row is not None
+        if row is None:
+            assert base is not None
+            if await self._one("SELECT 1 FROM sessions WHERE id = $1", session_id) is None:
+                raise NotFound("session", f"session {session_id} not found")
+            raise StaleNotebook(session_id, base)
         return int(row[0])
 
     async def load_notebook(self, session_id: str) -> dict[str, Any] | None:

@@ -44,8 +44,10 @@ contract suite; splitting its methods across files would hide which of them a ba
   ``put_notebook_file`` checks the session's total against ``max_total`` in the transaction
   that stores the file, so two uploads at once cannot pass the cap together.
 * The tool-effect ledger: ``start_tool_calls`` records that server tool calls are about to
-  run (with their idempotency keys; a restart counts an attempt); the write of a call's
-  ``tool_result`` block records its end in the same transaction. ``tool_calls`` reads it.
+  run (with their idempotency keys; a restart counts an attempt); ``end_tool_call`` records
+  the end of a call that ended while others of its step still ran, with its result; the
+  write of a call's ``tool_result`` block records its end in the same transaction (keeping
+  an end recorded before). ``tool_calls`` reads it.
 * The audit trail: ``record_tool_decisions`` keeps who approved or denied a call, when and
   why (one row per call: a later decision on the same call replaces it); ``grant_tool``
   keeps the tools a session always allows. Both go with their turn or session.
@@ -157,6 +159,9 @@ class ToolCallRecord:
     started_at: float
     ended_at: float | None = None
     is_error: bool | None = None
+    result: str | None = None
+    """The result's text, kept when the call ended before its ``tool_result`` block was
+    stored (``end_tool_call``); None otherwise."""
 
     @property
     def duration(self) -> float | None:
@@ -360,6 +365,12 @@ class Store(Protocol):
         for a call that ran before). ``NotFound`` for an unknown turn."""
         ...
 
+    async def end_tool_call(self, turn_id: str, tool_use_id: str, result: str, is_error: bool) -> None:
+        """Record that a started call ended, with its result (kept until the call's
+        ``tool_result`` block is stored). ``NotFound`` for an unknown turn; nothing for a
+        call that has no row."""
+        ...
+
     async def tool_calls(self, turn_id: str) -> list[ToolCallRecord]:
         """The turn's ledger, in the order the calls first started."""
         ...
@@ -400,9 +411,11 @@ class Store(Protocol):
         ...
 
     # notebooks -------------------------------------------------------------
-    async def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:
+    async def save_notebook(self, session_id: str, doc: dict[str, Any], *, base: int | None = None) -> int:
         """Store the session's notebook document; return its new version (1, 2, …).
-        ``KeyError`` if the session does not exist."""
+        ``base``: only if the stored version is still this one (0: no notebook saved yet),
+        else ``StaleNotebook`` and nothing is stored. ``KeyError`` if the session does not
+        exist."""
         ...
 
     async def load_notebook(self, session_id: str) -> dict[str, Any] | None:

@@ -38,7 +38,16 @@ import orjson
 
 from ..aio import shielded
 from ..blocks import Attachment, Block, Session, ToolResultBlock, Turn, TurnStatus, TurnStopReason, Usage
-from ..errors import AlreadyExists, NotFound, SeqConflictError, StoreError, TurnConflictError, TurnTakenOver, UserExists
+from ..errors import (
+    AlreadyExists,
+    NotFound,
+    SeqConflictError,
+    StaleNotebook,
+    StoreError,
+    TurnConflictError,
+    TurnTakenOver,
+    UserExists,
+)
 from ._sql import (
     SCHEMA_MIGRATIONS,
     SESSION_COLS,
@@ -465,8 +474,8 @@ class SQLiteStore:
                 self._insert_events(c, (*pending, event))
                 if ends_call:  # the ledger row of a server tool's call, if it has one, ends here
                     assert isinstance(block, ToolResultBlock)
-                    c.execute("UPDATE tool_calls SET state = 'finished', ended_at = ?, is_error = ?"
-                              " WHERE turn_id = ? AND tool_use_id = ?",
+                    c.execute("UPDATE tool_calls SET state = 'finished', ended_at = coalesce(ended_at, ?),"
+                              " is_error = ? WHERE turn_id = ? AND tool_use_id = ?",
                               (time.time(), block.is_error, turn_id, block.tool_use_id))
 
         await self._run(op)
@@ -611,16 +620,29 @@ class SQLiteStore:
                 c.executemany(
                     "INSERT INTO tool_calls (turn_id, tool_use_id, tool, idempotency_key, state, started_at)"
                     " VALUES (?1, ?2, ?3, ?4, 'started', ?5) ON CONFLICT (turn_id, tool_use_id) DO UPDATE SET"
-                    " state = 'started', attempts = attempts + 1, started_at = ?5, ended_at = NULL, is_error = NULL",
+                    " state = 'started', attempts = attempts + 1, started_at = ?5, ended_at = NULL, is_error = NULL,"
+                    " result = NULL",
                     [(turn_id, x.tool_use_id, x.tool, x.idempotency_key, now) for x in calls])
+
+        await self._run(op)
+
+    async def end_tool_call(self, turn_id: str, tool_use_id: str, result: str, is_error: bool) -> None:
+        now = time.time()
+
+        def op(c: sqlite3.Connection) -> None:
+            with _write(c):
+                if c.execute("SELECT 1 FROM turns WHERE id = ?", (turn_id,)).fetchone() is None:
+                    raise NotFound("turn", f"turn {turn_id} not found")
+                c.execute("UPDATE tool_calls SET state = 'finished', ended_at = ?, is_error = ?, result = ?"
+                          " WHERE turn_id = ? AND tool_use_id = ?", (now, is_error, result, turn_id, tool_use_id))
 
         await self._run(op)
 
     async def tool_calls(self, turn_id: str) -> list[ToolCallRecord]:
         rows = await self._run(lambda c: c.execute(
-            "SELECT tool_use_id, tool, idempotency_key, state, attempts, started_at, ended_at, is_error"
-            " FROM tool_calls WHERE turn_id = ? ORDER BY rowid", (turn_id,)).fetchall())
-        return [ToolCallRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], None if r[7] is None else bool(r[7]))
+            "SELECT tool_use_id, tool, idempotency_key, state, attempts, started_at, ended_at, is_error, result"
+            " FROM tool_calls WHERE turn_id = ? ORDER BY started_at, rowid", (turn_id,)).fetchall())
+        return [ToolCallRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], None if r[7] is None else bool(r[7]), r[8])
                 for r in rows]
 
     # the audit trail ----------------------------------------------------------
@@ -708,13 +730,17 @@ class SQLiteStore:
         await self._run(op)
 
     # notebooks -------------------------------------------------------------
-    async def save_notebook(self, session_id: str, doc: dict[str, Any]) -> int:
+    async def save_notebook(self, session_id: str, doc: dict[str, Any], *, base: int | None = None) -> int:
         text = dumps(doc)
 
         def op(c: sqlite3.Connection) -> int:
             with _write(c):
                 if c.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
                     raise NotFound("session", f"session {session_id} not found")
+                if base is not None:
+                    stored = c.execute("SELECT version FROM notebooks WHERE session_id = ?", (session_id,)).fetchone()
+                    if (stored[0] if stored else 0) != base:
+                        raise StaleNotebook(session_id, base)
                 row = c.execute(
                     "INSERT INTO notebooks (session_id, doc, version, updated_at) VALUES (?1, ?2, 1, ?3)"
                     " ON CONFLICT (session_id) DO UPDATE SET doc = ?2, version = notebooks.version + 1,"

@@ -106,15 +106,19 @@ def truncate(text: str, limit: int) -> str:
 class ToolExecutor:
     def __init__(self, tools: Mapping[str, Tool], *, max_result_chars: int = 100_000,
                  approver: Approver | None = None, deps: dict[str, Any] | None = None,
-                 on_start: Callable[[list[Outcome]], Awaitable[None]] | None = None,
+                 on_start: Callable[[Outcome], Awaitable[None]] | None = None,
+                 on_end: Callable[[Outcome], Awaitable[None]] | None = None,
                  telemetry: Telemetry | None = None) -> None:
         self.tools = tools
         self.max_result_chars = max_result_chars
         self.approver = approver
         self.deps = deps or {}
         self.on_start = on_start
-        """Called with the calls about to run, before any starts (the runner records them
-        in the tool-effect ledger)."""
+        """Called with each call just before it runs (the runner records its start in the
+        tool-effect ledger)."""
+        self.on_end = on_end
+        """Called with each call that ended with a result while other calls of its batch still
+        run (the runner keeps the result in the ledger until the step's results are stored)."""
         self.telemetry = telemetry
         """Each call that runs gets an ``execute_tool`` span (telemetry on only)."""
         self.grants: Mapping[str, ToolGrant] = {}
@@ -162,32 +166,41 @@ class ToolExecutor:
                 and not o.is_error]
         if not todo:
             return
-        if self.on_start is not None:
-            await self.on_start(todo)
-        if len(todo) == 1:
-            await self._run_one(todo[0], session_id, turn_id)
+        if len(todo) == 1:  # its result is stored right after: nothing to keep meanwhile
+            await self._run_one(todo[0], session_id, turn_id, keep=False)
             return
         sequential = [o for o in todo if o.tool is not None and o.tool.sequential]
         parallel = [o for o in todo if o.tool is not None and not o.tool.sequential]
 
         async def run_in_order() -> None:
             for o in sequential:
-                await self._run_one(o, session_id, turn_id)
+                await self._run_one(o, session_id, turn_id, keep=True)
 
-        async with asyncio.TaskGroup() as tg:
-            for o in parallel:
-                tg.create_task(self._run_one(o, session_id, turn_id))
-            if sequential:
-                tg.create_task(run_in_order())
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for o in parallel:
+                    tg.create_task(self._run_one(o, session_id, turn_id, keep=True))
+                if sequential:
+                    tg.create_task(run_in_order())
+        except ExceptionGroup as group:
+            # A tool's failure is its result; what escapes is a hook failing (the ledger's
+            # store): the first, as it is, so the runner sees what it would see for one call.
+            raise group.exceptions[0]  # noqa: B904 (from would replace its own cause, which the runner reads)
 
-    async def _run_one(self, o: Outcome, session_id: str, turn_id: str) -> None:
+    async def _run_one(self, o: Outcome, session_id: str, turn_id: str, *, keep: bool) -> None:
+        """Run one call between its ledger start and (``keep``: other calls of the batch may
+        still run) its ledger end."""
+        if self.on_start is not None:
+            await self.on_start(o)
         if self.telemetry is None:
             await self._call(o, session_id, turn_id)
-            return
-        assert o.tool is not None
-        with self.telemetry.execute_tool(o.call, o.tool) as span:
-            await self._call(o, session_id, turn_id)
-            span.done(o.content, o.is_error, o.error_type)
+        else:
+            assert o.tool is not None
+            with self.telemetry.execute_tool(o.call, o.tool) as span:
+                await self._call(o, session_id, turn_id)
+                span.done(o.content, o.is_error, o.error_type)
+        if keep and o.kind == "result" and self.on_end is not None:
+            await self.on_end(o)
 
     async def _call(self, o: Outcome, session_id: str, turn_id: str) -> None:
         tool = o.tool

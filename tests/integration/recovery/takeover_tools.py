@@ -1,7 +1,8 @@
 """Server tools for the take-over tests, loaded by ``turnstream serve --tools`` (``TURNSTREAM_TOOLS``).
 
-Both record every start (tool, idempotency key, server pid) in ``runs.jsonl`` of the folder
-``TURNSTREAM_TEST_TAKEOVER_DIR`` names. A call's first attempt then says it started by writing a
+Each records every start (tool, idempotency key, server pid) in ``runs.jsonl`` of the folder
+``TURNSTREAM_TEST_TAKEOVER_DIR`` names; ``log_note`` then returns at once. A call of the two others
+says on its first attempt that it started by writing a
 line to the FIFO ``started`` (which blocks until the test reads it) and waits on the FIFO
 ``never``, which nobody ever writes: the test kills its server while it waits. A later attempt of
 the same call (same idempotency key: the server that took the turn over ran it again) returns.
@@ -42,4 +43,13 @@ def send_email(to: str, ctx: ToolContext) -> str:
     return _attempt("send_email", ctx)
 
 
-TOOLS = [charge_once, send_email]
+@tool(timeout=60)
+def log_note(text: str, ctx: ToolContext) -> str:
+    """Write a note to a log (not safe to run twice); returns at once."""
+    log = Path(os.environ["TURNSTREAM_TEST_TAKEOVER_DIR"]) / "runs.jsonl"
+    with log.open("a") as f:
+        f.write(json.dumps({"tool": "log_note", "key": ctx.idempotency_key, "pid": os.getpid()}) + "\n")
+    return f"noted: {text}"
+
+
+TOOLS = [charge_once, send_email, log_note]

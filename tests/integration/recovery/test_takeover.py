@@ -20,6 +20,7 @@ import json
 import os
 import select
 import signal
+import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -28,9 +29,12 @@ from typing import Any
 
 import pytest
 
+from tests.support import pg
 from tests.support.mock_provider import MockHandle
 from tests.support.pg import scratch_schema_sync
+from tests.support.processes import wait_for
 from tests.support.server import Event, Server, new_session, sse, start_server
+from turnstream.mock.validate import anthropic_errors
 
 REPO = Path(__file__).resolve().parents[3]
 TOOLS = "tests.integration.recovery.takeover_tools:TOOLS"
@@ -138,6 +142,87 @@ def test_kill_9_while_a_tool_runs_then_restart(tmp_path: Path, db: str, mock_pro
         final = follow(srv, sid, tid, rest[-1].id)
         assert final[-1].data["status"] == "complete" and len(runs(folder)) == 2
         assert "send_email done (attempt 2)" in [e for e in final if e.event == "block_stop"][-1].data["block"]["text"]
+    finally:
+        srv.stop()
+
+
+def test_kill_9_mid_stream_then_restart_requests_the_step_again(tmp_path: Path, db: str,
+                                                                mock_provider: MockHandle, folder: Path,
+                                                                scenario_name: str) -> None:
+    """kill -9 while the model's text streams (its thinking block stored), then a new server:
+    the step is requested again (``step_restart``), its call runs, the turn completes, and every
+    request the mock received is one the real API accepts (its validators, asserted here)."""
+    model = mock_provider.scenario(scenario_name, {"fragment_size": 6, "delay_ms": 10, "steps": [
+        {"blocks": [{"type": "thinking", "thinking": "Take a note.", "signature": "sig-1"},
+                    _text(SLOW_TEXT), {"type": "tool_use", "name": "log_note", "input": {"text": "hi"}}]},
+        {"blocks": [_text("Noted: {{last}}")]}]})
+    srv = serve(tmp_path, db, mock_provider, folder, TURNSTREAM_MODEL=f"anthropic:{model}")
+    with srv.client() as c:
+        sid = new_session(c, toolset="none")
+        with sse(c, "POST", f"/api/sessions/{sid}/turns", json={"message": "go"}) as s:
+            seen = s.until("block_stop")  # the thinking block is stored; the text streams
+            assert seen[-1].data["block"]["type"] == "thinking"
+            kill_9(srv)
+    tid = seen[0].data["turn_id"]
+    srv = serve(tmp_path, db, mock_provider, folder, name="restarted", TURNSTREAM_MODEL=f"anthropic:{model}")
+    try:
+        rest = follow(srv, sid, tid, seen[-1].id)
+        assert rest[-1].data["status"] == "complete"
+        restart = next(e for e in rest if e.event == "step_restart")
+        assert restart.data["step"] == 1
+        stored = [e.data["block"] for e in rest if e.event == "block_stop" and e.n > restart.n]
+        assert [b["type"] for b in stored] == ["thinking", "text", "tool_use", "tool_result", "text"]
+        assert stored[1]["text"] == SLOW_TEXT and stored[-1]["text"] == "Noted: noted: hi"
+        assert [r["tool"] for r in runs(folder)] == ["log_note"]
+        bodies = mock_provider.requests(model)
+        assert len(bodies) == 3  # step 1, step 1 again, step 2
+        assert [anthropic_errors(b) for b in bodies] == [None, None, None]
+    finally:
+        srv.stop()
+
+
+def ledger(db: str, turn_id: str) -> dict[str, tuple[str, str | None]]:
+    """The turn's tool-effect ledger as the database holds it: tool -> (state, kept result)."""
+    query = f"SELECT tool, state, result FROM tool_calls WHERE turn_id = '{turn_id}'"
+    if db.startswith("sqlite:///"):
+        conn = sqlite3.connect(db.removeprefix("sqlite:///"))
+        try:
+            rows = conn.execute(query).fetchall()
+        finally:
+            conn.close()
+    else:
+        rows = pg.run(pg.fetch(db, query))
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def test_a_call_that_ended_before_the_kill_keeps_its_result(tmp_path: Path, db: str, mock_provider: MockHandle,
+                                                           folder: Path, scenario_name: str) -> None:
+    """Two calls of one step run side by side: ``log_note`` (not idempotent) ends, ``charge_once``
+    still runs when the server is killed. The server that takes the turn over keeps the note's
+    result from the ledger (it neither runs it again nor asks about it) and runs the charge again."""
+    model = mock_provider.scenario(scenario_name, {"steps": [
+        {"blocks": [{"type": "tool_use", "name": "log_note", "input": {"text": "hi"}},
+                    {"type": "tool_use", "name": "charge_once", "input": {"amount": 7}}]},
+        {"blocks": [_text("Both: {{last}}")]}]})
+    srv = serve(tmp_path, db, mock_provider, folder, TURNSTREAM_MODEL=f"anthropic:{model}")
+    with srv.client() as c:
+        sid = new_session(c, toolset="none")
+        with sse(c, "POST", f"/api/sessions/{sid}/turns", json={"message": "go"}) as s:
+            seen = s.until("block_stop") + s.until("block_stop")  # the two calls
+            assert wait_started(folder) == "charge_once"
+            tid = seen[0].data["turn_id"]
+            wait_for("the note's end in the ledger",
+                     lambda: ledger(db, tid).get("log_note", ("", None))[0] == "finished")
+            kill_9(srv)
+    assert ledger(db, tid)["log_note"] == ("finished", "noted: hi")
+    srv = serve(tmp_path, db, mock_provider, folder, name="restarted", TURNSTREAM_MODEL=f"anthropic:{model}")
+    try:
+        rest = follow(srv, sid, tid, seen[-1].id)
+        assert rest[-1].data["status"] == "complete" and not [e for e in rest if e.event == "tool_request"]
+        assert sorted(r["tool"] for r in runs(folder)) == ["charge_once", "charge_once", "log_note"]
+        results = [e.data["block"] for e in rest
+                   if e.event == "block_stop" and e.data["block"]["type"] == "tool_result"]
+        assert [r["content"] for r in results] == ["noted: hi", "charge_once done (attempt 3)"]
     finally:
         srv.stop()
 
