@@ -7,11 +7,14 @@ so every follow-up request is checked), killed and stopped at known moments.
   (approve runs it again, deny goes on without it).
 * Two servers on one PostgreSQL database, ``kill -9`` of the one running a turn: the other takes
   it over with no restart, within the 5 s the test allows.
-* SIGTERM with a second server: the stopping one ends its stream with ``reconnect``; the client
-  follows from its Last-Event-ID on the other and gets the rest, no gap, no duplicate.
+* SIGTERM with a second server (SQLite and PostgreSQL): the stopping one ends its stream with
+  ``reconnect``; the client follows from its Last-Event-ID on the other and gets the rest, no gap,
+  no duplicate.
+* A call that ended while its sibling ran keeps its result; a kill mid-stream asks for the step
+  again, and every request the mock received passes the provider's validators.
 * The database's disk full mid-turn: the turn is held (its stream told so), a new session is a
-  503 (never a 500), a cancel is answered at once, and once space is back the turn ends
-  cancelled; nothing acknowledged is lost.
+  503 (never a 500), a cancel is answered at once; once space is back the turn ends cancelled,
+  or failed with its reason when nobody cancelled; nothing acknowledged is lost.
 """
 
 from __future__ import annotations
@@ -227,9 +230,8 @@ def test_a_call_that_ended_before_the_kill_keeps_its_result(tmp_path: Path, db: 
         srv.stop()
 
 
-def test_a_denied_repeat_goes_on_without_the_call(tmp_path: Path, mock_provider: MockHandle, folder: Path,
+def test_a_denied_repeat_goes_on_without_the_call(tmp_path: Path, db: str, mock_provider: MockHandle, folder: Path,
                                                   scenario_name: str) -> None:
-    db = f"sqlite:///{tmp_path / 'turns.db'}"
     model = mock_provider.scenario(scenario_name, {"steps": [
         {"blocks": [{"type": "tool_use", "name": "send_email", "input": {"to": "bob@example.com"}}]},
         {"blocks": [_text("Then: {{last}}")]}]})
@@ -280,35 +282,36 @@ def test_a_second_server_takes_a_dead_ones_turn_over(tmp_path: Path, pg_url: str
             b.stop()
 
 
-@pytest.mark.postgres
 def test_sigterm_hands_the_turn_to_another_server_and_the_client_resumes(
-        tmp_path: Path, pg_url: str, mock_provider: MockHandle, folder: Path, scenario_name: str) -> None:
+        tmp_path: Path, db: str, mock_provider: MockHandle, folder: Path, scenario_name: str) -> None:
+    """Two servers on one database (SQLite: one file; PostgreSQL: one schema), SIGTERM to the
+    one running the turn: it ends its stream with ``reconnect``, the other takes the turn over,
+    and the client follows it there from its Last-Event-ID: no gap, no duplicate."""
     model = mock_provider.scenario(scenario_name, {"steps": [
         {"fragment_size": 3, "delay_ms": 40, "blocks": [_text(SLOW_TEXT)]}]})
     env = {"TURNSTREAM_MODEL": f"anthropic:{model}", "TURNSTREAM_SHUTDOWN_GRACE": "0.3"}
-    with scratch_schema_sync(pg_url, "takeover") as db:
-        a = serve(tmp_path, db, mock_provider, folder, name="a", **env)
-        b = serve(tmp_path, db, mock_provider, folder, name="b", **env)
-        try:
-            with a.client() as c:
-                sid = new_session(c, toolset="none")
-                with sse(c, "POST", f"/api/sessions/{sid}/turns", json={"message": "go"}) as s:
-                    first = [next(iter(s)) for _ in range(6)]  # turn_start, step_start, a block and deltas
-                    a.proc.send_signal(signal.SIGTERM)
-                    first += s.rest()
-            assert a.proc.wait(30) == 0
-            assert first[-1].event == "reconnect" and not first[-1].id  # not a turn event: no id
-            before = [e for e in first if e.id]
-            rest = follow(b, sid, before[0].data["turn_id"], before[-1].id)
-            ids = [e.n for e in before + rest]
-            assert ids == sorted(set(ids))  # rising: no duplicate
-            assert rest[-1].data["status"] == "complete"
-            texts = [e.data["block"]["text"] for e in rest if e.event == "block_stop"]
-            assert texts == [SLOW_TEXT]  # the step was requested again on b and streamed whole
-            assert any(e.event == "step_restart" for e in rest)
-        finally:
-            a.stop()
-            b.stop()
+    a = serve(tmp_path, db, mock_provider, folder, name="a", **env)
+    b = serve(tmp_path, db, mock_provider, folder, name="b", **env)
+    try:
+        with a.client() as c:
+            sid = new_session(c, toolset="none")
+            with sse(c, "POST", f"/api/sessions/{sid}/turns", json={"message": "go"}) as s:
+                first = [next(iter(s)) for _ in range(6)]  # turn_start, step_start, a block and deltas
+                a.proc.send_signal(signal.SIGTERM)
+                first += s.rest()
+        assert a.proc.wait(30) == 0
+        assert first[-1].event == "reconnect" and not first[-1].id  # not a turn event: no id
+        before = [e for e in first if e.id]
+        rest = follow(b, sid, before[0].data["turn_id"], before[-1].id)
+        ids = [e.n for e in before + rest]
+        assert ids == sorted(set(ids))  # rising: no duplicate
+        assert rest[-1].data["status"] == "complete"
+        texts = [e.data["block"]["text"] for e in rest if e.event == "block_stop"]
+        assert texts == [SLOW_TEXT]  # the step was requested again on b and streamed whole
+        assert any(e.event == "step_restart" for e in rest)
+    finally:
+        a.stop()
+        b.stop()
 
 
 @pytest.fixture
@@ -323,8 +326,12 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+@pytest.mark.parametrize("then", ["cancel", "space_back"])
 def test_disk_full_mid_turn_holds_the_turn_then_ends_it(tmp_path: Path, small_disk: Path, mock_provider: MockHandle,
-                                                        folder: Path, scenario_name: str) -> None:
+                                                        folder: Path, scenario_name: str, then: str) -> None:
+    """The turn is held while the disk is full; a cancel is answered at once and ends it
+    ``cancelled`` once space is back; with no cancel, space coming back ends it ``failed`` with
+    an ``error`` saying why. Either way nothing acknowledged is lost and the server goes on."""
     # The second block is large and slow: its write needs new room in the WAL file.
     model = mock_provider.scenario(scenario_name, {"steps": [
         {"fragment_size": 2000, "delay_ms": 10, "blocks": [_text("First part."), _text("x" * 400_000)]}]})
@@ -350,15 +357,20 @@ def test_disk_full_mid_turn_holds_the_turn_then_ends_it(tmp_path: Path, small_di
                 r = c.post("/api/sessions", json={})
                 assert r.status_code == 503 and r.json()["error"] == "store_unavailable"
                 tid = seen[0].data["turn_id"]
-                r = c.post(f"/api/sessions/{sid}/turns/{tid}/cancel")  # answered, though the turn can't end yet
-                assert r.status_code == 200 and r.json()["status"] in ("cancelled", "cancelling")
-                filler.unlink()  # space is back: the turn ends, cancelled
+                if then == "cancel":
+                    r = c.post(f"/api/sessions/{sid}/turns/{tid}/cancel")  # answered, though the turn can't end yet
+                    assert r.status_code == 200 and r.json()["status"] in ("cancelled", "cancelling")
+                filler.unlink()  # space is back: the turn ends
                 seen += s.rest()
-        assert seen[-1].event == "turn_complete" and seen[-1].data["status"] == "cancelled"
+        status = "cancelled" if then == "cancel" else "failed"
+        assert seen[-1].event == "turn_complete" and seen[-1].data["status"] == status
+        if then == "space_back":
+            error = [e for e in seen if e.event == "error"][-1]
+            assert error.data["code"] == "store_error" and "could not be stored" in error.data["message"]
         with srv.client() as c:
             stored = c.get(f"/api/sessions/{sid}").json()["turns"][0]
             acknowledged = [e.data["block"] for e in seen if e.event == "block_stop"]
-            assert stored["status"] == "cancelled" and stored["blocks"][:len(acknowledged)] == acknowledged
+            assert stored["status"] == status and stored["blocks"][:len(acknowledged)] == acknowledged
             assert c.post("/api/sessions", json={}).status_code == 201
     finally:
         filler.unlink(missing_ok=True)
