@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.mcp_servers.conftest import HttpServer
+from tests.support.mcp_http import HttpServer
 from tests.support.media import PDF, PNG
 from tests.support.mock_provider import MockHandle
 from turnstream import Agent, ToolResultBlock, ToolUseBlock

@@ -17,6 +17,17 @@ from websockets.sync.client import connect
 
 from tests.support.server import Event, Server, new_session, run_turn, scenario
 
+CANARY_KEY = "sk-ant-canary-5f0c2b9d"
+"""A provider key in the server's environment that no cell may read."""
+BOB_SECRET = "bob-secret-7c1e44"
+"""What bob keeps in his kernel and his working directory, and says in his conversation."""
+KERNEL_MEMORY_MB = 1024
+SANDBOXED = {"TURNSTREAM_NOTEBOOK_SANDBOX": "on", "TURNSTREAM_NOTEBOOK_NETWORK": "off"}
+"""Whatever the environment running the tests says."""
+SANDBOX_ON = "Notebook cells run in a bubblewrap sandbox (no network; limits by "
+"""What the server prints at start when kernels are sandboxed."""
+
+
 CELL_SCENARIO: dict[str, Any] = {"name": "cell", "fragment_size": 4096, "steps": [
     {"blocks": [{"type": "tool_use", "name": "create_cell", "input": {"code": "{{input}}"}}]},
     {"blocks": [{"type": "tool_use", "name": "run_cell", "input": {"cell_id": "{{last.cell_id}}"}}]},
@@ -90,3 +101,19 @@ def host_ip() -> str:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.connect(("10.255.255.255", 1))
         return str(s.getsockname()[0])
+
+
+class Bob:
+    """Bob's notebook: a kernel holding a secret, checked after every attack."""
+
+    def __init__(self, server: Server, key: str) -> None:
+        self.notebook = Notebook(server, key)
+        value = self.notebook.value(f"secret = {BOB_SECRET!r}\nopen('bob.txt', 'w').write(secret)\nsecret")
+        assert value == repr(BOB_SECRET)
+
+    def assert_intact(self) -> None:
+        """Bob's kernel is the same one (nothing re-ran) and still holds his variable and file."""
+        result = self.notebook.run("(secret, open('bob.txt').read())")
+        assert result["status"] == "success", result
+        assert result["ran_upstream"] == []
+        assert result["outputs"][-1]["text"] == repr((BOB_SECRET, BOB_SECRET))

@@ -8,18 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.sandbox.cells import Notebook, cell_model
+from tests.integration.sandbox.cells import CANARY_KEY, KERNEL_MEMORY_MB, SANDBOX_ON, SANDBOXED, Bob, cell_model
 from tests.support.server import Server, server_errors, start_server
-
-CANARY_KEY = "sk-ant-canary-5f0c2b9d"
-"""A provider key in the server's environment that no cell may read."""
-BOB_SECRET = "bob-secret-7c1e44"
-"""What bob keeps in his kernel and his working directory, and says in his conversation."""
-KERNEL_MEMORY_MB = 1024
-SANDBOXED = {"TURNSTREAM_NOTEBOOK_SANDBOX": "on", "TURNSTREAM_NOTEBOOK_NETWORK": "off"}
-"""Whatever the environment running the tests says."""
-SANDBOX_ON = "Notebook cells run in a bubblewrap sandbox (no network; limits by "
-"""What the server prints at start when kernels are sandboxed."""
 
 
 @pytest.fixture(scope="module")
@@ -48,22 +38,6 @@ def server(workdir: Path, model: str) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def bob_key(server: Server, workdir: Path) -> str:
     return server.add_user("bob", workdir)
-
-
-class Bob:
-    """Bob's notebook: a kernel holding a secret, checked after every attack."""
-
-    def __init__(self, server: Server, key: str) -> None:
-        self.notebook = Notebook(server, key)
-        value = self.notebook.value(f"secret = {BOB_SECRET!r}\nopen('bob.txt', 'w').write(secret)\nsecret")
-        assert value == repr(BOB_SECRET)
-
-    def assert_intact(self) -> None:
-        """Bob's kernel is the same one (nothing re-ran) and still holds his variable and file."""
-        result = self.notebook.run("(secret, open('bob.txt').read())")
-        assert result["status"] == "success", result
-        assert result["ran_upstream"] == []
-        assert result["outputs"][-1]["text"] == repr((BOB_SECRET, BOB_SECRET))
 
 
 @pytest.fixture(scope="module")

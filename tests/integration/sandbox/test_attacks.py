@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.sandbox.cells import Notebook, host_ip, text_of
-from tests.integration.sandbox.conftest import BOB_SECRET, CANARY_KEY, Bob
+from tests.integration.sandbox.cells import BOB_SECRET, CANARY_KEY, Bob, Notebook, host_ip, text_of
 from tests.support.paths import REPO
 from tests.support.processes import kernel_processes
 from tests.support.server import Server

@@ -12,8 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.integration.sandbox.cells import Notebook
-from tests.integration.sandbox.conftest import SANDBOX_ON, SANDBOXED
+from tests.integration.sandbox.cells import SANDBOX_ON, SANDBOXED, Notebook
 from tests.support.processes import kernel_processes, living, sandbox_processes, wait_for
 from tests.support.server import Server, run_turn, start_server
 

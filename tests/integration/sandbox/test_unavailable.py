@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.sandbox.cells import Notebook
-from tests.integration.sandbox.conftest import SANDBOXED
+from tests.integration.sandbox.cells import SANDBOXED, Notebook
 from tests.support.processes import sandbox_processes
 from tests.support.server import start_server
 
