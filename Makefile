@@ -77,8 +77,9 @@ test: $(STAMP) sandbox postgres e2e-deps web-assets
 	$(BIN)/mypy turnstream
 	$(BIN)/pytest -q -p no:cacheprovider
 
-# Third-party servers (LiteLLM proxy, open-responses-server) in front of the mock provider. Each runs
-# from its own hash-locked venv under .interop/, made on the first run (about a minute) and kept.
+# Third-party servers (LiteLLM proxy, open-responses-server, Portkey's gateway) in front of the mock
+# provider. Each runs from its own hash-locked venv (Python) or `npm ci` tree (Node.js) under .interop/,
+# made on the first run (about a minute and a half) and kept.
 interop: $(STAMP)
 	TURNSTREAM_INTEROP=1 $(BIN)/pytest -q -p no:cacheprovider tests/interop
 

@@ -32,6 +32,12 @@ def ors_url(mock_url: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def portkey_url() -> Iterator[str]:
+    with servers.portkey_gateway() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
 def results() -> Iterator[dict[str, Any]]:
     """What each passing turn showed beyond correctness (kept thinking, restarts, usage), written
     to ``.interop/results.json`` for docs/compatibility.md."""

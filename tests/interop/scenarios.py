@@ -31,10 +31,22 @@ PARALLEL_CALLS = [("get_weather", {"city": "Paris"}), ("get_weather", {"city": "
                   ("get_time", {"tz": "Europe/Paris"})]
 
 
-def _with_fault(step: int, fault: dict[str, Any]) -> list[dict[str, Any]]:
-    steps = [dict(s) for s in PARALLEL]
-    steps[step] = {**steps[step], "fault": fault}
-    return steps
+ONE_CALL_A_STEP = [
+    {"blocks": [{"type": "text", "text": "Let me look."},
+                {"type": "tool_use", "name": "get_weather", "input": {"city": "Paris"}}],
+     "usage": {"input_tokens": 30, "output_tokens": 8}},
+    {"blocks": [{"type": "tool_use", "name": "get_weather", "input": {"city": "Tokyo"}}],
+     "usage": {"input_tokens": 45, "output_tokens": 6}},
+    *PARALLEL[1:],
+]
+"""PARALLEL's calls, one a step, with the same answer: for a route that cannot carry parallel calls,
+so that its faults are still tried."""
+
+
+def _with_fault(step: int, fault: dict[str, Any], steps: list[dict[str, Any]] = PARALLEL) -> list[dict[str, Any]]:
+    out = [dict(s) for s in steps]
+    out[step] = {**out[step], "fault": fault}
+    return out
 
 
 SCENARIOS: dict[str, dict[str, Any]] = {
@@ -54,6 +66,16 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                                                                            "after_events": 4})},
     "fault-drop": {"fragment_size": 5, "steps": _with_fault(0, {"kind": "drop", "after_bytes": 400})},
 }
+ONE_CALL_SCENARIOS: dict[str, dict[str, Any]] = {
+    "one-call-a-step": {"fragment_size": 5, "steps": ONE_CALL_A_STEP},
+    "fault-status-529-one-call": {"fragment_size": 5, "steps": _with_fault(
+        0, {"kind": "status", "status": 529, "retry_after": 0}, ONE_CALL_A_STEP)},
+    "fault-error-midstream-one-call": {"fragment_size": 5, "steps": _with_fault(
+        1, {"kind": "error_event", "after_events": 4}, ONE_CALL_A_STEP)},
+    "fault-drop-one-call": {"fragment_size": 5, "steps": _with_fault(
+        0, {"kind": "drop", "after_bytes": 400}, ONE_CALL_A_STEP)},
+}
+"""The four PARALLEL scenarios over ONE_CALL_A_STEP; ``check_turn`` holds them to the same answer."""
 
 
 @dataclass

@@ -1,9 +1,11 @@
 """Third-party servers for the interop suite: their virtual environments and their processes.
 
-Each server runs from its own virtual environment, made from a hash-checked lock file under
-``requirements/`` and kept under ``$TURNSTREAM_INTEROP_HOME`` (default ``.interop/`` at the
-repository root, ignored by git). An environment is made again only when its lock file
-changes: the lock's checksum is stamped into it once the install succeeded.
+Each Python server runs from its own virtual environment, made from a hash-checked lock file
+under ``requirements/``; each Node.js server from its own ``node_modules``, made by ``npm ci``
+from the ``package.json`` and ``package-lock.json`` in its folder here. Both are kept under
+``$TURNSTREAM_INTEROP_HOME`` (default ``.interop/`` at the repository root, ignored by git) and
+made again only when their lock changes: the lock's checksum is stamped into them once the
+install succeeded.
 
 Every process listens on 127.0.0.1 only, on a free port, and is stopped at the end of the
 session. Start-up is awaited by polling its health route with a deadline.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -49,6 +52,31 @@ def ensure_venv(name: str) -> Path:
     stamp.write_text(f"installed from {lock.name} in {time.monotonic() - started:.1f} s\n")
     print(f"\n[interop] made {venv} in {time.monotonic() - started:.1f} s", file=sys.stderr)
     return venv / "bin"
+
+
+def ensure_node_modules(name: str) -> Path:
+    """``<name>/package.json`` and its ``package-lock.json`` installed (once per lock) with
+    ``npm ci --ignore-scripts`` under the suite's home: every package pinned by the lock and
+    checked against its sha512, no install script run. Returns the ``node_modules`` directory."""
+    src = HERE / name
+    lock = src / "package-lock.json"
+    digest = hashlib.sha256((src / "package.json").read_bytes() + lock.read_bytes()).hexdigest()[:16]
+    home = HOME / name
+    stamp = home / f".installed-{digest}"
+    if stamp.exists():
+        return home / "node_modules"
+    npm = shutil.which("npm")
+    if npm is None:
+        raise RuntimeError(f"npm is needed to install {name} (the interop suite runs it with Node.js)")
+    started = time.monotonic()
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    for f in ("package.json", "package-lock.json"):
+        shutil.copyfile(src / f, home / f)
+    subprocess.run([npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], cwd=home, check=True)
+    stamp.write_text(f"installed from {name}/package-lock.json in {time.monotonic() - started:.1f} s\n")
+    print(f"\n[interop] made {home} in {time.monotonic() - started:.1f} s", file=sys.stderr)
+    return home / "node_modules"
 
 
 def wait_until_up(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 90.0) -> None:
@@ -146,4 +174,20 @@ def open_responses_server(mock: str) -> Iterator[str]:
            "MCP_SERVERS_CONFIG_PATH": str(work / "no-mcp-servers.json"), "NO_PROXY": "127.0.0.1,localhost"}
     with process([str(bin_dir / "uvicorn"), "open_responses_server.server_entrypoint:app", "--host", "127.0.0.1",
                   "--port", str(port)], env=env, health=url + "/health", workdir=work):
+        yield url
+
+
+@contextmanager
+def portkey_gateway() -> Iterator[str]:
+    """Portkey's AI gateway (Node.js); yields its base URL (without ``/v1``). It has no
+    configuration of its own: each request names its backend in ``x-portkey-*`` headers."""
+    modules = ensure_node_modules("portkey")
+    node = shutil.which("node")
+    if node is None:
+        raise RuntimeError("node is needed to run Portkey's gateway")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = [node, "--require", str(HERE / "portkey" / "loopback.cjs"),
+            str(modules / "@portkey-ai" / "gateway" / "build" / "start-server.js"), f"--port={port}", "--headless"]
+    with process(args, env={"NO_PROXY": "127.0.0.1,localhost"}, health=url + "/", workdir=HOME / "run" / "portkey"):
         yield url

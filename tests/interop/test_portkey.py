@@ -1,0 +1,160 @@
+"""turnstream through Portkey's AI gateway (1.15.2, Node.js) in front of ``turnstream
+mock-provider``: every client format the gateway takes (Anthropic Messages, Chat Completions,
+Responses) to every backend it can take that format to, × multi-step tool loops with parallel
+calls, large fragmented arguments, thinking and faults.
+
+The gateway keeps no configuration: each request names its backend in two headers,
+``x-portkey-provider`` (``openai`` or ``anthropic``) and ``x-portkey-custom-host`` (the mock's
+``/v1``). turnstream's providers have no setting for extra headers, so the suite adds them to the
+provider's own header dict.
+
+Its routes: Chat Completions → ``openai`` (passed through) or ``anthropic`` (translated to
+Messages); Messages → ``anthropic`` only; Responses → ``openai`` only. The two others answer 500
+with the gateway's own message. Where the gateway mistranslates, the case is in ``KNOWN`` with the
+exact symptom it shows: the test checks that symptom and then reports an expected failure, so a
+gateway (or turnstream) that no longer shows it fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from tests.interop import servers
+from tests.interop.scenarios import (
+    ONE_CALL_SCENARIOS,
+    PARALLEL,
+    SCENARIOS,
+    Tools,
+    check_turn,
+    run_turn,
+    summary,
+)
+from turnstream.blocks import ToolResultBlock, Turn
+from turnstream.providers.anthropic import AnthropicProvider
+from turnstream.providers.base import Provider
+from turnstream.providers.openai_chat import OpenAIChatProvider
+from turnstream.providers.openai_responses import OpenAIResponsesProvider
+
+ROUTES = [("anthropic", "anthropic"), ("openai", "openai"), ("openai", "anthropic"), ("openai-responses", "openai")]
+"""(client format, backend) pairs the gateway serves."""
+UNSUPPORTED = {("anthropic", "openai"): "messages is not supported by openai",
+               ("openai-responses", "anthropic"): "createModelResponse is not supported by anthropic"}
+
+SPLIT = "`tool_use` ids were found without `tool_result` blocks immediately after"
+KNOWN: dict[tuple[str, str, str], tuple[str, str]] = {
+    **{("openai", "anthropic", s): (
+        "split", "Portkey 1.15.2 turns each Chat `tool` message into a user message of its own, so two parallel "
+                 "calls' results reach Anthropic as two consecutive user messages and the second call has no "
+                 "result in the message after it: rejected with 400 (Portkey-AI/gateway#980; the request it "
+                 "sends is tests/fixtures/interop/portkey-chat-to-messages-split-tool-results.json)")
+       for s in ("parallel", "fault-status-529", "fault-error-midstream", "fault-drop")},
+    ("openai", "anthropic", "fault-error-midstream-one-call"): (
+        "error-as-finish", "Portkey 1.15.2 turns an Anthropic `error` event into a Chat chunk whose "
+                           "finish_reason is the error's type (\"overloaded_error\") and then [DONE]; turnstream "
+                           "takes that for the end of a finished step and runs the half-streamed call with {} "
+                           "(reported for turnstream to read such a finish_reason as the error; bytes in "
+                           "portkey-chat-error-as-finish-reason.sse)"),
+    ("openai-responses", "openai", "fault-drop"): (
+        "empty-200", "Portkey 1.15.2 ends its answer cleanly when the upstream connection drops, passing on only "
+                     "the events it had whole: a cut before the first one leaves HTTP 200 with an empty body "
+                     "(portkey-responses-upstream-drop-empty.sse), which turnstream does not retry"),
+}
+
+
+def client(api: str, backend: str, model: str, gateway: str, mock: str) -> Provider:
+    p: OpenAIChatProvider | AnthropicProvider | OpenAIResponsesProvider
+    if api == "anthropic":
+        p = AnthropicProvider(model, api_key="mock-key", base_url=gateway)
+    elif api == "openai":
+        p = OpenAIChatProvider(model, api_key="mock-key", base_url=gateway + "/v1")
+    else:
+        p = OpenAIResponsesProvider(model, api_key="mock-key", base_url=gateway + "/v1")
+    p._headers.update({"x-portkey-provider": backend, "x-portkey-custom-host": mock + "/v1"})
+    return p
+
+
+def cases() -> list[Any]:
+    out = []
+    for api, backend in ROUTES:
+        names = list(SCENARIOS) + (list(ONE_CALL_SCENARIOS) if (api, backend) == ("openai", "anthropic") else [])
+        out += [pytest.param(api, backend, s, id=f"{api}-{backend}-{s}") for s in names]
+    return out
+
+
+def show_known(kind: str, turn: Turn, tools: Tools) -> None:
+    """The symptom ``kind`` as the gateway shows it, exactly."""
+    if kind == "split":
+        assert turn.status == "failed" and SPLIT in (turn.error or ""), (turn.status, turn.error)
+    elif kind == "empty-200":
+        assert turn.status == "failed" and "HTTP 200 with an empty body" in (turn.error or ""), turn.error
+    else:
+        bad = [b for b in turn.blocks if isinstance(b, ToolResultBlock) and b.is_error]
+        assert turn.status == "complete" and ("get_weather", {"city": "Tokyo"}) not in tools.calls
+        assert [b.content for b in bad] == ["Invalid arguments for tool 'get_weather':\n- city: Field required"]
+
+
+@pytest.mark.parametrize(("api", "backend", "scenario"), cases())
+async def test_tool_loop(api: str, backend: str, scenario: str, portkey_url: str, mock_url: str,
+                         results: dict[str, Any]) -> None:
+    name = f"portkey-{scenario}-{api}-{backend}"
+    spec = SCENARIOS.get(scenario) or ONE_CALL_SCENARIOS[scenario]
+    httpx.post(mock_url + "/_mock/scenarios", json={name: spec}).raise_for_status()
+    tools = Tools()
+    p = client(api, backend, name, portkey_url, mock_url)
+    try:
+        turn, events = await run_turn(p, tools, thinking=scenario == "thinking")
+    finally:
+        await p.aclose()
+    known = KNOWN.get((api, backend, scenario))
+    if known:
+        show_known(known[0], turn, tools)
+        pytest.xfail(known[1])
+    check_turn(scenario, turn, events, tools)
+    results[f"portkey {api} -> {backend} {scenario}"] = summary(turn, events)
+
+
+async def test_a_responses_stream_cut_after_its_first_event_is_retried(portkey_url: str, mock_url: str) -> None:
+    # the other side of KNOWN's "empty-200": once a whole event got through, the gateway's clean end
+    # is a stream without response.completed, which turnstream retries
+    steps = [dict(s) for s in PARALLEL]
+    steps[0] = {**steps[0], "fault": {"kind": "drop", "after_bytes": 1500}}
+    name = "portkey-late-drop"
+    httpx.post(mock_url + "/_mock/scenarios", json={name: {"fragment_size": 5, "steps": steps}}).raise_for_status()
+    tools = Tools()
+    p = client("openai-responses", "openai", name, portkey_url, mock_url)
+    try:
+        turn, events = await run_turn(p, tools)
+    finally:
+        await p.aclose()
+    check_turn("parallel", turn, events, tools)
+    assert summary(turn, events)["restarts"] == 1
+
+
+@pytest.mark.parametrize(("api", "backend"), list(UNSUPPORTED))
+async def test_a_route_it_lacks_fails_with_its_message(api: str, backend: str, portkey_url: str,
+                                                       mock_url: str) -> None:
+    name = f"portkey-unsupported-{api}-{backend}"
+    httpx.post(mock_url + "/_mock/scenarios", json={name: SCENARIOS["parallel"]}).raise_for_status()
+    tools = Tools()
+    p = client(api, backend, name, portkey_url, mock_url)
+    try:
+        turn, _ = await run_turn(p, tools)
+    finally:
+        await p.aclose()
+    assert turn.status == "failed" and tools.calls == []
+    assert json.loads(turn.error or "") == {"status": "failure", "message": UNSUPPORTED[(api, backend)]}
+
+
+def test_the_gateway_is_the_pinned_version(portkey_url: str) -> None:
+    r = httpx.get(portkey_url + "/")
+    assert (r.status_code, r.text) == (200, "AI Gateway says hey!")
+    modules = servers.HOME / "portkey" / "node_modules"
+    versions = {name: json.loads((modules / name / "package.json").read_text())["version"]
+                for name in ("@portkey-ai/gateway", "@hono/node-server")}
+    # @hono/node-server after 1.14.1 hands the gateway the upstream's immutable headers, and every
+    # streamed answer fails with "TypeError: immutable" (Portkey-AI/gateway#1389): the lock pins it
+    assert versions == {"@portkey-ai/gateway": "1.15.2", "@hono/node-server": "1.14.1"}
