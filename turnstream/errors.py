@@ -238,7 +238,8 @@ class StreamBrokenError(ProviderError):
 class ProviderProtocolError(ProviderError):
     """The server answered in a form the API never uses: ``200`` with a body that holds no
     event, or events in an order no provider sends (a delta for a block that is not open).
-    An incompatible or misconfigured server: trying again rarely helps, so it is not retried."""
+    An incompatible or misconfigured server: trying again rarely helps, so it is not retried,
+    but for an empty body (a gateway's cut connection looks the same)."""
 
     code = "stream_protocol"
 

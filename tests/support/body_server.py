@@ -25,6 +25,8 @@ class BodyServer:
     status: int
     content_type: str
     requests: list[str] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    """Each request's headers (names in lower case)."""
 
 
 @contextmanager
@@ -34,6 +36,7 @@ def serving(body: bytes, *, status: int = 200, content_type: str = "text/event-s
 
     async def answer(request: Request) -> Response:
         state.requests.append(request.url.path)
+        state.headers.append(dict(request.headers))
         return Response(state.body, status_code=state.status, media_type=state.content_type)
 
     app = Starlette(routes=[Route("/{path:path}", answer, methods=["POST"])])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -262,7 +262,9 @@ class StreamParser:
 class AnthropicProvider:
     name = "anthropic"
 
-    def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None) -> None:
+    def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
+        """``headers``: added to every request (default: ``ANTHROPIC_CUSTOM_HEADERS``)."""
         self.model = model
         self.api_key = api_key or http.env("ANTHROPIC_API_KEY")
         if not self.api_key:
@@ -271,7 +273,8 @@ class AnthropicProvider:
         self.url = root + "/v1/messages"
         self._client = http.ClientPool()
         self._headers = {"x-api-key": self.api_key, "anthropic-version": API_VERSION,
-                         "content-type": "application/json", "accept": "text/event-stream"}
+                         "content-type": "application/json", "accept": "text/event-stream",
+                         **http.custom_headers("ANTHROPIC_CUSTOM_HEADERS", headers)}
 
     @property
     def origin(self) -> str:

@@ -20,15 +20,16 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import ssl
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from typing import Any, Protocol
 
 import httpx2 as httpx
 import orjson
 
-from ..errors import ProviderError, ProviderProtocolError, ProviderStatusError, StreamBrokenError
+from ..errors import ProviderError, ProviderProtocolError, ProviderStatusError, StreamBrokenError, UsageError
 from ..retry import RETRYABLE_ERROR_TYPES, is_hopeless_429, is_retryable_status, parse_retry_after
 from ..sse_decoder import SSEDecoder
 from .base import ProviderEvent
@@ -36,6 +37,10 @@ from .base import ProviderEvent
 log = logging.getLogger("turnstream.providers")
 
 _SECRET_HEADERS = ("authorization", "x-api-key", "api-key")
+_SECRET_WORDS = frozenset({"key", "apikey", "auth", "authorization", "token", "secret", "password", "cookie"})
+"""A header with one of these among the words of its name (split at ``-`` and ``_``) is logged
+as ``***`` too: a gateway's own key (``x-portkey-api-key``), not ``x-portkey-provider``."""
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
 @functools.cache
@@ -98,7 +103,35 @@ async def drain(chunks: AsyncIterator[bytes], timeout: float = 1.0) -> None:
 
 
 def redact_headers(headers: dict[str, str]) -> dict[str, str]:
-    return {k: ("***" if k.lower() in _SECRET_HEADERS else v) for k, v in headers.items()}
+    return {k: ("***" if k.lower() in _SECRET_HEADERS or _SECRET_WORDS & set(re.split(r"[-_]", k.lower())) else v)
+            for k, v in headers.items()}
+
+
+def custom_headers(variable: str, given: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Headers to add to every request: ``given`` (a provider's ``headers=``), else the
+    environment variable ``variable`` (``ANTHROPIC_CUSTOM_HEADERS`` or ``OPENAI_CUSTOM_HEADERS``),
+    one ``Name: value`` a line (the form Claude Code reads ``ANTHROPIC_CUSTOM_HEADERS`` in).
+    Gateways that route by header need them (Portkey's ``x-portkey-provider``). A name that is
+    not an HTTP token or a value with a line break is a ``UsageError`` naming where it came from."""
+    where = "headers=" if given is not None else variable
+    if given is None:
+        text = env(variable) or ""
+        given = {}
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise UsageError(f"{variable}: each line must be 'Name: value', not {line.strip()[:60]!r}")
+            given[name.strip()] = value.strip()
+    out: dict[str, str] = {}
+    for name, value in given.items():
+        if not _HEADER_NAME.fullmatch(name):
+            raise UsageError(f"{where}: {name[:60]!r} is not a header name")
+        if "\r" in value or "\n" in value:
+            raise UsageError(f"{where}: the value of {name} holds a line break")
+        out[name.lower()] = value
+    return out
 
 
 def env(name: str, default: str | None = None) -> str | None:
@@ -192,10 +225,13 @@ EMPTY_BODY_HINT = (
 
 
 def eventless_body_error(head: bytes) -> ProviderProtocolError:
-    """The error for a 200 body that ended without a single SSE event."""
+    """The error for a 200 body that ended without a single SSE event. An empty one is
+    retried: a gateway whose upstream connection dropped before the first event ends its own
+    answer cleanly with nothing in it (Portkey), which the next attempt may not meet. (A
+    llama.cpp server that fails so fails again, and its user then reads the hint.)"""
     if not head.strip():
         return ProviderProtocolError(f"the server answered HTTP 200 with an empty body instead of an event "
-                                     f"stream ({EMPTY_BODY_HINT})", status=200)
+                                     f"stream ({EMPTY_BODY_HINT})", status=200, retryable=True)
     return ProviderProtocolError(f"the server answered HTTP 200 with a body that is not an event stream: "
                                  f"{head[:HEAD_BYTES]!r}", status=200)
 

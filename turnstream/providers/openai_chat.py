@@ -17,7 +17,9 @@ Wire facts this module handles (PROVIDER-FACTS.md):
   ``tool_use`` (servers that end tool calls that way); ``length`` → ``max_tokens``;
   ``content_filter`` → ``refusal``; ``stop`` after a ``delta.refusal`` → ``refusal``.
 * a chunk carrying ``error`` (Groq ``event: error``, OpenRouter's error chunk) raises
-  ``ProviderStreamError``, retryable only for server-side error types.
+  ``ProviderStreamError``, retryable only for server-side error types; so does a
+  ``finish_reason`` that names an error (``error``, ``overloaded_error``: Portkey's translation
+  of an Anthropic error event).
 * usage: the chunk with ``usage`` (``stream_options.include_usage``; an empty ``choices``
   list at OpenAI, the finish chunk at Groq/Mistral). ``input_tokens`` is ``prompt_tokens``
   as the API counts it (cached tokens included), ``cache_read_input_tokens`` its cached part.
@@ -48,7 +50,7 @@ from __future__ import annotations
 import logging
 import secrets
 import string
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -384,6 +386,12 @@ class StreamParser:
     def _finish(self, how: str) -> list[ProviderEvent]:
         if self.finish_raw is None:
             raise StreamBrokenError(f"the stream ended ({how}) before any finish_reason", retryable=True)
+        if self.finish_raw == "error" or self.finish_raw.endswith("_error"):
+            # A gateway's translation of an upstream error event (Portkey turns Anthropic's
+            # overloaded_error into this finish_reason, after a half-streamed call): an error,
+            # never a finished step whose calls could run.
+            raise stream_error({"type": self.finish_raw, "message": f"the server ended the stream with "
+                                                                    f"finish_reason {self.finish_raw!r}"})
         out: list[ProviderEvent] = [BlockClosed(k) for k in self._open]
         self._open.clear()
         self.done = True
@@ -399,9 +407,11 @@ class StreamParser:
         return self._finish("without [DONE]")
 
 
-def endpoint(base_url: str | None, api_key: str | None) -> tuple[str, bool, str, dict[str, str]]:
+def endpoint(base_url: str | None, api_key: str | None,
+             extra: Mapping[str, str] | None = None) -> tuple[str, bool, str, dict[str, str]]:
     """Where an OpenAI-format server is (``OPENAI_BASE_URL``), whether it is OpenAI's own, the key
-    (``OPENAI_API_KEY``; local servers such as Ollama, vLLM or llama.cpp take any) and the headers."""
+    (``OPENAI_API_KEY``; local servers such as Ollama, vLLM or llama.cpp take any) and the headers
+    (with ``extra``, default ``OPENAI_CUSTOM_HEADERS``)."""
     root = (base_url or http.env("OPENAI_BASE_URL", OPENAI_BASE_URL) or OPENAI_BASE_URL).rstrip("/")
     native = is_openai_host(root)
     key = api_key or http.env("OPENAI_API_KEY")
@@ -409,7 +419,8 @@ def endpoint(base_url: str | None, api_key: str | None) -> tuple[str, bool, str,
         if native:
             raise UsageError("OPENAI_API_KEY is not set (or pass api_key=)")
         key = "none"
-    headers = {"authorization": f"Bearer {key}", "content-type": "application/json", "accept": "text/event-stream"}
+    headers = {"authorization": f"Bearer {key}", "content-type": "application/json", "accept": "text/event-stream",
+               **http.custom_headers("OPENAI_CUSTOM_HEADERS", extra)}
     return root, native, key, headers
 
 
@@ -417,9 +428,9 @@ class OpenAIChatProvider:
     name = "openai"
 
     def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
-                 tool_id_style: ToolIdStyle | None = None) -> None:
+                 tool_id_style: ToolIdStyle | None = None, headers: Mapping[str, str] | None = None) -> None:
         self.model = model
-        root, self.openai_native, self.api_key, self._headers = endpoint(base_url, api_key)
+        root, self.openai_native, self.api_key, self._headers = endpoint(base_url, api_key, headers)
         self.url = root + "/chat/completions"
         self.tool_id_style: ToolIdStyle = tool_id_style or ("openai" if self.openai_native else "short")
         self._client = http.ClientPool()

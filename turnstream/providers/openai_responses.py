@@ -45,7 +45,7 @@ authority, hosted-tool items) is most of its length.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import orjson
@@ -510,9 +510,9 @@ class OpenAIResponsesProvider:
     name = "openai-responses"
 
     def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
-                 tool_id_style: ToolIdStyle | None = None) -> None:
+                 tool_id_style: ToolIdStyle | None = None, headers: Mapping[str, str] | None = None) -> None:
         self.model = model
-        root, self.openai_native, self.api_key, self._headers = endpoint(base_url, api_key)
+        root, self.openai_native, self.api_key, self._headers = endpoint(base_url, api_key, headers)
         self.url = root + "/responses"
         self.tool_id_style: ToolIdStyle = tool_id_style or ("openai" if self.openai_native else "short")
         self._client = http.ClientPool()

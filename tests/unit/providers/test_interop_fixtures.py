@@ -27,14 +27,14 @@ from tests.support.paths import REPO
 from tests.support.replay import assemble, drive, follow_up_body, random_pieces
 from turnstream import Agent, tool
 from turnstream.blocks import TextBlock, ToolResultBlock, ToolUseBlock, Usage
-from turnstream.errors import ProviderError, ProviderProtocolError, ProviderStatusError, ProviderStreamError
+from turnstream.errors import ProviderError, ProviderProtocolError, ProviderStatusError, ProviderStreamError, UsageError
 from turnstream.events import TurnComplete
 from turnstream.limits import Limits
 from turnstream.mock.validate import openai_chat_errors, openai_responses_errors
 from turnstream.providers import openai_chat
 from turnstream.providers.anthropic import AnthropicProvider
 from turnstream.providers.base import Delta, Message, ModelRequest, Provider
-from turnstream.providers.http import status_of
+from turnstream.providers.http import redact_headers, status_of
 from turnstream.providers.openai_chat import OpenAIChatProvider, stream_error
 from turnstream.providers.openai_responses import OpenAIResponsesProvider
 from turnstream.retry import RetryPolicy, stream_with_retries
@@ -155,7 +155,9 @@ async def test_not_found_under_event_stream_is_a_protocol_error_with_the_body(ap
 async def test_empty_200_says_what_llama_cpp_needs(api: str) -> None:
     with serving(body("llama-cpp-python-empty-body.sse")) as srv:
         err = await attempt(api, srv.base_url)
-    assert isinstance(err, ProviderProtocolError) and not err.retryable and len(srv.requests) == 1
+    # Retried (a gateway's dropped upstream looks the same, and the next attempt may succeed),
+    # then the hint: 1 + 4 attempts.
+    assert isinstance(err, ProviderProtocolError) and err.retryable and len(srv.requests) == 5
     assert "empty body" in err.message and 'tool_choice "auto"' in err.message
     assert "docs/compatibility.md" in err.message
 
@@ -299,3 +301,52 @@ async def test_llama_cpp_tool_loop_finishes_with_unknown_usage(llama_like: Any) 
     assert (done.status, done.stop_reason) == ("complete", "end_turn")
     assert len(seen) == 2 and seen[1]["messages"][1]["content"] == ""
     assert done.data()["usage"]["unknown"] is True
+
+
+# -- Portkey's gateway: what it sends for an upstream error or drop, and the headers it routes by --
+
+def test_a_finish_reason_that_names_an_error_is_an_error_not_a_finished_step() -> None:
+    # Portkey turns Anthropic's overloaded_error event into finish_reason "overloaded_error"
+    # after a half-streamed call with empty arguments: the call must never run.
+    raw = body("portkey-chat-error-as-finish-reason.sse")
+    for seed in SEEDS:
+        out = drive("openai-chat", random_pieces(raw, seed))
+        assert isinstance(out.error, ProviderStreamError)
+        assert (out.error.error_type, out.error.retryable) == ("overloaded_error", True)
+        assert "overloaded_error" in out.error.message
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_an_empty_200_from_a_gateway_is_retried(api: str) -> None:
+    with serving(body("portkey-responses-upstream-drop-empty.sse")) as srv:
+        err = await attempt(api, srv.base_url)
+    assert isinstance(err, ProviderProtocolError) and err.retryable and len(srv.requests) == 5
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_custom_headers_go_with_every_request(api: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    variable = "ANTHROPIC_CUSTOM_HEADERS" if api == "anthropic" else "OPENAI_CUSTOM_HEADERS"
+    monkeypatch.setenv(variable, "x-portkey-provider: anthropic\n\nX-Portkey-Custom-Host: http://h:1/v1\n")
+    with serving(body("portkey-responses-upstream-drop-empty.sse")) as srv:
+        await attempt(api, srv.base_url)
+        p = {"anthropic": AnthropicProvider, "openai": OpenAIChatProvider,
+             "openai-responses": OpenAIResponsesProvider}[api]("m", api_key="k", base_url=srv.base_url,
+                                                                headers={"x-route": "a"})
+        assert p._headers["x-route"] == "a" and "x-portkey-provider" not in p._headers  # headers= wins
+        await p.aclose()
+    sent = srv.headers[0]
+    assert (sent["x-portkey-provider"], sent["x-portkey-custom-host"]) == ("anthropic", "http://h:1/v1")
+
+
+@pytest.mark.parametrize(("value", "why"), [("no colon here", "Name: value"), ("bad name: v", "not a header name")])
+def test_custom_headers_that_do_not_parse_say_where(value: str, why: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_CUSTOM_HEADERS", value)
+    with pytest.raises(UsageError, match=why) as info:
+        OpenAIChatProvider("m", api_key="k", base_url="http://127.0.0.1:9/v1")
+    assert "OPENAI_CUSTOM_HEADERS" in str(info.value)
+
+
+def test_a_gateway_key_in_a_custom_header_is_not_logged() -> None:
+    shown = redact_headers({"x-portkey-api-key": "pk-secret", "x-portkey-provider": "openai",
+                            "authorization": "Bearer s"})
+    assert shown == {"x-portkey-api-key": "***", "x-portkey-provider": "openai", "authorization": "***"}
