@@ -147,6 +147,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     _flag(s, "db", d)
     _flag(s, "model", d)
     _flag(s, "tools", d)
+    _flag(s, "mcp_config", d, type_=Path)
     _flag(s, "agents", d, type_=Path)
     s.set_defaults(fn=_cmd_serve)
 
@@ -155,6 +156,7 @@ def build_parser(defaults: Settings | None = None) -> argparse.ArgumentParser:
     _flag(c, "root", d, type_=Path)
     _flag(c, "server", d)
     _flag(c, "key", d)
+    _flag(c, "mcp_config", d, type_=Path)
     c.add_argument("--session", default=None, help="resume this conversation (its id)")
     c.set_defaults(fn=_cmd_chat)
 

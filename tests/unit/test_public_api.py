@@ -11,12 +11,12 @@ import turnstream.errors
 
 ERRORS = {
     "AlreadyExists", "ApiError", "CalculatorError", "EditConflict", "FileTooLarge", "InputNeeded", "InvalidValue",
-    "KernelError", "MCPServerError", "MCPToolError",
+    "KernelError", "KernelProtocolError", "MCPServerError", "MCPToolError",
     "MissingExtraError",
     "NotATextFileError", "NotFound", "OutputTooLarge", "Overloaded", "PathOutsideRootError", "ProviderError",
     "ProviderProtocolError", "ProviderStatusError", "ProviderStreamError", "Refused", "RemoteError",
     "RemoteStreamBroken", "RunError", "SandboxUnavailable", "SeqConflictError", "ServerError", "ShuttingDown",
-    "SimulatedFault", "StoreError", "StoreWriteError", "StreamBrokenError", "ToolError", "ToolInputError",
+    "SimulatedFault", "StaleNotebook", "StoreError", "StoreWriteError", "StreamBrokenError", "ToolError", "ToolInputError",
     "TurnCancelled", "TurnConflictError", "TurnNotWaiting", "TurnTakenOver", "TurnstreamError", "UnknownCellError",
     "UsageError", "UserExists", "ContentRejected",
 }

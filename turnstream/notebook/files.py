@@ -1,8 +1,13 @@
 """Data files of a notebook: their names, their formats, checking what they hold, reading them.
 
-Standard library only: the kernel child loads this file too (``child.py``), and the server
-checks uploads with it without parsing anything in a library that a hostile file could
-exploit (pandas, DuckDB and openpyxl read a file only inside the sandbox).
+Standard library only: the kernel child loads this file too (``child.py``), on its own, without
+its package. The server checks an upload with it, and learns its shape (rows, columns, numeric
+columns) at once, for every format, without handing the bytes to a library a hostile file could
+exploit: pandas, DuckDB and openpyxl read a file only inside the sandbox. CSV, TSV and JSON are
+parsed here; of a Parquet file only its footer is read (``parquet_meta``), of a workbook only its
+first sheet, through capped streams (``xlsx_meta``). Describing a file in the sandboxed kernel
+instead would tie every upload to a kernel (one of a capped number, started for it, and busy
+while a cell runs), and pandas reading a large workbook takes longer than a cell may run.
 
 * A name is 1 to 128 characters of letters, digits, spaces, ``_``, ``-`` and ``.``, starts
   with a letter or a digit, has no ``..``, and ends in ``.csv``, ``.tsv``, ``.parquet``, ``.json``
@@ -25,7 +30,6 @@ import io
 import json
 import keyword
 import re
-import zipfile
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -85,10 +89,14 @@ class FileInfo:
     bytes: int
     sha256: str
     rows: int | None = None
-    """Data rows, when the format can be counted without a library (CSV, TSV, JSON)."""
+    """Data rows. ``rows``, ``columns`` and ``numeric_columns`` are known together or not at all:
+    ``None`` for a workbook too large to describe within ``xlsx_meta``'s caps (and for files
+    stored before shapes were read at upload)."""
     columns: list[str] | None = None
+    """The DataFrame's column names, as pandas makes them (``Unnamed: 2`` for a blank one)."""
     numeric_columns: list[str] | None = None
-    """Columns whose every value (in the first ``NUMERIC_SAMPLE`` rows) is a number."""
+    """Columns whose every value is a number: in the first ``NUMERIC_SAMPLE`` rows of a CSV, TSV
+    or JSON file, the first ``xlsx_meta.SAMPLE_ROWS`` of a workbook, by their type in Parquet."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "variable": self.variable, "format": self.format, "bytes": self.bytes,
@@ -113,11 +121,8 @@ def check(name: str, data: bytes) -> FileInfo:
         rows, columns, numeric = _delimited(name, data, "," if fmt == "csv" else "\t")
     elif fmt == "json":
         rows, columns, numeric = _json_table(name, data)
-    elif fmt == "parquet":
-        if len(data) < 12 or data[:4] != b"PAR1" or data[-4:] != b"PAR1":
-            raise ValueError(f"{name} is not a Parquet file (no PAR1 marks at its start and end)")
     else:
-        _xlsx(name, data)
+        rows, columns, numeric = _binary_shape(name, fmt, data)
     return FileInfo(name, variable(name), fmt, len(data), hashlib.sha256(data).hexdigest(), rows, columns, numeric)
 
 
@@ -159,9 +164,10 @@ def _delimited(name: str, data: bytes, sep: str) -> tuple[int, list[str], list[s
     text = _text(name, data, what)
     try:
         reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep, strict=True)
-        header = next(reader, None)
-        if not header or not any(h.strip() for h in header):
+        first = next(reader, None)
+        if not first or not any(h.strip() for h in first):
             raise ValueError(f"{name} is not {what}: its first line holds no column names")
+        header = frame_columns(first)
         sample: list[dict[str, Any]] = []
         rows = 0
         for row in reader:
@@ -200,17 +206,40 @@ def _json_table(name: str, data: bytes) -> tuple[int, list[str], list[str]]:
                   "of equally long columns ({\"a\": [1, 2], \"b\": [3, 4]})")
 
 
-def _xlsx(name: str, data: bytes) -> None:
-    if data[:4] != b"PK\x03\x04":
-        raise ValueError(f"{name} is not an Excel workbook (.xlsx is a zip archive, and this is not one)")
+def _binary_shape(name: str, fmt: Format, data: bytes) -> tuple[int | None, list[str] | None, list[str] | None]:
+    # Imported here, not at the top: the kernel child loads this file alone and never checks content.
+    from . import parquet_meta, xlsx_meta
+
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            names = set(z.namelist())
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise ValueError(f"{name} is not an Excel workbook: {exc}") from None
-    if not {"[Content_Types].xml", "xl/workbook.xml"} <= names:
-        raise ValueError(f"{name} is a zip archive but not an Excel workbook (no xl/workbook.xml)")
+        if fmt == "parquet":
+            shape = parquet_meta.describe(data)
+        else:
+            sheet = xlsx_meta.describe(data)
+            if sheet is None:
+                return None, None, None
+            rows, header, numeric = sheet
+            columns = frame_columns(header)
+            shape = rows, columns, [columns[i] for i in numeric]
+    except ValueError as exc:
+        what = "a Parquet file" if fmt == "parquet" else "an Excel workbook"
+        raise ValueError(f"{name} is not {what}: {exc}") from None
+    return shape if shape is not None else (None, None, None)
 
 
-__all__ = ["NAME_PATTERN", "SUFFIXES", "FileInfo", "Format", "check", "check_name", "load_expr",
+def frame_columns(names: list[str]) -> list[str]:
+    """The column names pandas gives a header: ``Unnamed: i`` for a blank one, ``.1``, ``.2``
+    after a repeated one."""
+    out: list[str] = []
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        name = name or f"Unnamed: {i}"
+        if name in seen:
+            seen[name] += 1
+            name = f"{name}.{seen[name]}"
+        seen.setdefault(name, 0)
+        out.append(name)
+    return out
+
+
+__all__ = ["NAME_PATTERN", "SUFFIXES", "FileInfo", "Format", "check", "check_name", "frame_columns", "load_expr",
            "variable"]

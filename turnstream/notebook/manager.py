@@ -47,6 +47,10 @@ is shown as interrupted when the notebook is next loaded.
 Kernels are sandboxed (``SandboxConfig``), limited one by one (``KernelLimits``) and together
 (``PoolLimits``: a cap on live kernels, idle ones stopped). A stopped kernel's notebook keeps
 its cells and outputs; its next run starts a fresh kernel and re-runs what it needs.
+
+Why one module of this size: it is the one way into a notebook for the assistant's tools and
+the user's routes alike, so every edit, save and conflict rule is decided here once; running
+cells (``running.py``), merging saves (``merge.py``) and files (``datafiles.py``) are apart.
 """
 
 from __future__ import annotations

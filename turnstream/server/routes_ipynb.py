@@ -41,7 +41,7 @@ async def export_ipynb(call: Call) -> Response:
                     409: Reply("The notebook already has cells."), 413: Reply("Larger than 16 MiB.")})
 async def import_ipynb(call: Call) -> Response:
     manager, sid = await session_notebook(call)
-    raw = b""
+    raw = bytearray()
     try:
         async for chunk in call.request.stream():
             raw += chunk
@@ -51,7 +51,7 @@ async def import_ipynb(call: Call) -> Response:
         raise ApiError(400, "client_disconnect", "the client went away before sending its body") from None
     if not raw.strip():
         raise invalid_field(["body"], "send the .ipynb document as the body")
-    cells = await asyncio.to_thread(from_ipynb, raw)
+    cells = await asyncio.to_thread(from_ipynb, bytes(raw))
     nb = await manager.notebook(sid)
     if nb.cells:
         raise conflict(f"this notebook already has {len(nb.cells)} cells; import into a new session, or delete "

@@ -1,4 +1,8 @@
-"""In-memory store: the library's default, and the reference the contract suite checks."""
+"""In-memory store: the library's default, and the reference the contract suite checks.
+
+Why one module of this size: it is the whole store protocol once, in plain Python, so that
+the contract suite has one reference to hold the SQL stores to; split, its parts would share
+every dict."""
 
 from __future__ import annotations
 

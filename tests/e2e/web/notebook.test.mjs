@@ -3,7 +3,9 @@
 // conflict when two people change one cell; data files uploaded through the chat and through the
 // notebook, charted by the offline demo model; the .ipynb download (test_web.py validates it and
 // runs it with nbclient) and import; Stop while run_cell runs leaves no cell running; the plain
-// text box the page falls back to without the editor bundle.
+// text box the page falls back to without the editor bundle; Run all, a cell added above, moved
+// down and switched to SQL; Excel and Parquet files dropped on the chat; a chart and the composer
+// on a phone.
 
 import assert from "node:assert/strict";
 import fs from "node:fs";
@@ -15,6 +17,7 @@ import {
 
 const CSV = "region,units,revenue\nNorth,12,340.5\nSouth,7,120.25\nEast,15,410\nWest,3,80.75\nNorth,5,150\n";
 const DOWNLOADS = process.env.DOWNLOAD_DIR || "";
+const DATA = process.env.DATA_DIR || ""; // book.xlsx and orders.parquet, written by test_web.py
 
 const cellAt = (page, i) => page.locator(".cells .cell").nth(i);
 
@@ -295,6 +298,139 @@ test("without the editor bundle, cells are plain text boxes with the same keys",
     assert.equal((await cellAt(page, 0).locator(".out-stdout").textContent()).trim(), "plain");
     assert.equal((await serverCells(session.id))[0].code, "print('plain')");
     assert.equal(await page.locator(".cm-editor").count(), 0);
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("Run all runs every cell in order; a cell added above, moved down, and one switched to SQL runs as SQL", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Run all");
+    const cellsUrl = `/api/sessions/${session.id}/notebook/cells`;
+    await api(cellsUrl, { method: "POST", body: { code: "base = 20" } });
+    await api(cellsUrl, { method: "POST", body: { code: "base + 1" } });
+    const page = await openPage(context, session.id);
+    await page.waitForSelector("#live-state[data-state='live']");
+    await page.waitForFunction(() => document.querySelectorAll(".cells .cell .cm-content").length === 2);
+
+    // Add a cell above cell 1: it comes first, with the focus in its editor.
+    await page.click("[aria-label='Add a cell above cell 1']");
+    await page.waitForFunction(() => document.querySelectorAll(".cells .cell").length === 3);
+    assert.equal(await page.evaluate(() => document.activeElement?.getAttribute("aria-label")), "Code of cell 1");
+    await page.keyboard.type("import pandas as pd\nframe = pd.DataFrame({'n': [1, 2, 3]})");
+    const [added, first, second] = await pageIds(page);
+    assert.deepEqual((await serverCells(session.id)).map((c) => c.id), [added, first, second]);
+
+    // Move it down: second, in the page and on the server.
+    await page.click("[aria-label='Move cell 1 down']");
+    await page.waitForFunction((id) => document.querySelectorAll(".cells .cell")[1]?.dataset.cellId === id, added);
+    assert.deepEqual(await pageIds(page), [first, added, second]);
+    assert.deepEqual((await serverCells(session.id)).map((c) => c.id), [first, added, second]);
+
+    // A cell below the last, switched to SQL: a SQL statement, which Python could not run.
+    await page.click("[aria-label='Add a cell below cell 3']");
+    await page.waitForFunction(() => document.querySelectorAll(".cells .cell").length === 4);
+    await page.keyboard.type("SELECT SUM(n) * 10 AS total FROM frame");
+    await page.selectOption("[aria-label='Language of cell 4']", "sql");
+    await page.waitForSelector(".cells .cell[aria-label='Cell 4, SQL, idle']"); // as the server answered
+    assert.equal((await serverCells(session.id)).at(-1).language, "sql");
+
+    // Run all: every cell, in order, the unsaved code saved first.
+    await page.click("#nb-run-all");
+    await page.waitForFunction(() => document.querySelectorAll(".cells .cell[data-status='success']").length === 4);
+    assert.deepEqual(await page.locator(".cells .cell .cell-count").allTextContents(), ["[1]", "[2]", "[3]", "[4]"]);
+    assert.equal((await cellAt(page, 2).locator(".out-text").textContent()).trim(), "21");
+    const table = await cellAt(page, 3).locator(".out-table").innerText();
+    assert.match(table, /total[\s\S]*\b60\b/, table);
+    const stored = await serverCells(session.id);
+    assert.deepEqual(stored.map((c) => [c.language, c.status]),
+      [["python", "success"], ["python", "success"], ["python", "success"], ["sql", "success"]]);
+    assert.equal(stored[1].code, "import pandas as pd\nframe = pd.DataFrame({'n': [1, 2, 3]})");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("Excel and Parquet files dropped on the chat are uploaded, the message box gives their shape, and the demo charts one", async () => {
+  assert.ok(DATA, "DATA_DIR must name the folder test_web.py writes book.xlsx and orders.parquet into");
+  const context = await launch();
+  try {
+    const session = await newSession("Dropped on the chat");
+    const page = await openPage(context, session.id);
+    await page.waitForSelector("#live-state[data-state='live']");
+    const files = ["book.xlsx", "orders.parquet"].map((name) => ({
+      name, b64: fs.readFileSync(path.join(DATA, name)).toString("base64") }));
+    const drop = await page.evaluateHandle((list) => {
+      const dt = new DataTransfer();
+      for (const f of list) dt.items.add(new File([Uint8Array.from(atob(f.b64), (c) => c.charCodeAt(0))], f.name));
+      return dt;
+    }, files);
+    await page.dispatchEvent("#chat-log", "dragover", { dataTransfer: drop });
+    await page.dispatchEvent("#chat-log", "drop", { dataTransfer: drop });
+    await page.waitForFunction(() => /I uploaded book\.xlsx/.test(document.querySelector("#message").value));
+    const said = await page.inputValue("#message");
+    assert.match(said, /book\.xlsx \(4 rows; columns region, units, price\), loaded as `book`/);
+    assert.match(said, /orders\.parquet \(4 rows; columns region, units, price\), loaded as `orders`/);
+    for (const { name } of files) {
+      const listed = page.locator(`#data-files .data-file[data-name='${name}']`);
+      await listed.waitFor();
+      assert.match(await listed.textContent(), /4 rows × 3 columns/);
+    }
+    const stored = (await api(`/api/sessions/${session.id}/notebook/files`)).files;
+    assert.deepEqual(stored.map((f) => [f.name, f.rows, f.numeric_columns]).sort(),
+      [["book.xlsx", 4, ["units", "price"]], ["orders.parquet", 4, ["units", "price"]]]);
+    // Sent as written: the demo model says the first file's shape, reads it in the kernel, charts it.
+    await page.press("#message", "Enter");
+    await waitTurnStatus(page, "complete");
+    assert.match(await lastTurn(page).innerText(), /You uploaded book\.xlsx: 4 rows with the columns/);
+    await page.waitForSelector(".cell .out-plotly.rendered .js-plotly-plot", { timeout: 30_000 });
+    assert.equal(await page.locator(".cell .out-plotly .plot").getAttribute("aria-label"), "Chart: units by region");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("on a phone, a chart's long title wraps inside the chart and the composer's placeholder fits", async () => {
+  const context = await launch({ viewport: { width: 390, height: 844 } });
+  try {
+    const session = await newSession("A chart on a phone");
+    const title = "Revenue by region for the orders of at least four units, in euros";
+    const cell = await api(`/api/sessions/${session.id}/notebook/cells`, { method: "POST", body: {
+      code: `import plotly.express as px\npx.bar(x=["North", "South"], y=[3, 4], title=${JSON.stringify(title)})` } });
+    await api(`/api/sessions/${session.id}/notebook/cells/${cell.id}/run`, { method: "POST" });
+    const page = await openPage(context, session.id);
+
+    // The composer shows the short placeholder, and the whole of it fits in its box.
+    const box = await page.locator("#message").evaluate((el) => {
+      const style = getComputedStyle(el);
+      const ruler = document.createElement("canvas").getContext("2d");
+      ruler.font = `${style.fontSize} ${style.fontFamily}`;
+      return { text: el.placeholder, width: ruler.measureText(el.placeholder).width,
+        room: el.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) };
+    });
+    assert.equal(box.text, "Ask for an analysis…");
+    assert.ok(box.width <= box.room, JSON.stringify(box));
+
+    // The chart's title is drawn whole, on several lines, inside the chart and above its plot.
+    await page.click("#tab-notebook");
+    await page.waitForSelector(".cell .out-plotly.rendered .js-plotly-plot");
+    await page.waitForFunction(() => {
+      const plot = document.querySelector(".cell .out-plotly .js-plotly-plot");
+      const svg = plot?.querySelector("svg.main-svg")?.getBoundingClientRect();
+      const area = plot?.querySelector(".draglayer .nsewdrag")?.getBoundingClientRect();
+      const drawn = plot?.querySelector(".gtitle")?.getBoundingClientRect();
+      return Boolean(svg && area && drawn && drawn.width > 0 && drawn.left >= svg.left && drawn.right <= svg.right
+        && drawn.top >= svg.top && drawn.bottom <= area.top);
+    });
+    const lines = await page.locator(".cell .gtitle tspan.line").count();
+    assert.ok(lines >= 2, `the title is on ${lines} line(s)`);
+    const drawn = await page.locator(".cell .gtitle").textContent();
+    assert.equal(drawn.replace(/\s/g, ""), title.replace(/\s/g, ""));
+    await shot(page, "notebook-chart-390x844");
     assert.deepEqual(page.errors, []);
   } finally {
     await context.close();

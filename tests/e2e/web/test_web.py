@@ -291,5 +291,21 @@ def test_notebook_without_the_editor_bundle_uses_text_boxes(server: Server) -> N
     _run(server, "without the editor bundle", "notebook.test.mjs")
 
 
+def test_notebook_run_all_add_above_move_down_and_sql(server: Server) -> None:
+    _run(server, "Run all runs every cell in order", "notebook.test.mjs")
+
+
+def test_notebook_excel_and_parquet_dropped_on_the_chat(server: Server, tmp_path: Path) -> None:
+    from tests.integration.server.test_notebook_formats import parquet, xlsx
+
+    (tmp_path / "book.xlsx").write_bytes(xlsx())
+    (tmp_path / "orders.parquet").write_bytes(parquet(tmp_path))
+    _run(server, "Excel and Parquet files dropped on the chat", "notebook.test.mjs", env={"DATA_DIR": str(tmp_path)})
+
+
+def test_notebook_chart_title_and_placeholder_fit_a_phone(server: Server) -> None:
+    _run(server, "on a phone, a chart's long title wraps", "notebook.test.mjs")
+
+
 def test_an_image_from_a_tool_is_shown(gated_server: Server) -> None:
     _run(gated_server, "an image a tool returns", "messages.test.mjs")

@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 from tests.support.mock_provider import MockHandle
 from turnstream import Agent, tool
 from turnstream.providers.anthropic import AnthropicProvider
+from turnstream.settings import SETTINGS, Settings
 from turnstream.store import open_store
 
 
@@ -129,3 +131,37 @@ def test_help_of_replay_and_users_add_describes_their_arguments() -> None:
     assert "NAME        a name for the user, unique in the database" in add
     assert "A name that another user has is refused." in add
     assert "$TURNSTREAM_DB" in add
+
+
+def test_version_prints_the_installed_version() -> None:
+    out = turnstream("--version")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"turnstream {metadata.version('turnstream')}"
+
+
+def _help(command: str, **env: str) -> str:
+    full = {**os.environ, "COLUMNS": "200", **env}
+    out = subprocess.run([sys.executable, "-m", "turnstream.cli", command, "--help"], capture_output=True, text=True,
+                         env=full, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return " ".join(out.stdout.split())  # argparse wraps long help; the words are what count
+
+
+def test_help_of_serve_and_chat_gives_each_flag_its_description_variable_and_default() -> None:
+    serve, chat = _help("serve"), _help("chat")
+    assert "--port PORT the port to listen on (0 picks a free one) ($TURNSTREAM_PORT; now: 8000)" in serve
+    assert "--db DB the database: sqlite:///path, postgresql://… or memory:// ($TURNSTREAM_DB; now: " \
+           "sqlite:///./turnstream.db)" in serve
+    assert "--root ROOT the folder the chat's file tools may read ($TURNSTREAM_ROOT; now: .)" in chat
+    assert "--session SESSION resume this conversation (its id)" in chat
+    defaults = Settings()
+    for command, text in (("serve", serve), ("chat", chat)):
+        flags = [s for s in SETTINGS if s.flag is not None and command in s.commands]
+        assert flags, command
+        for s in flags:  # every flag the settings table gives this command, described in full
+            value = getattr(defaults, s.name)
+            now = "none" if value in (None, "") else str(value)
+            want = f"{s.flag} {s.name.upper()} {' '.join(s.help.split())} (${s.env}; now: {now})"
+            assert want in text, (command, want)
+    # The default shown is the one in force: the environment's value when it sets one.
+    assert "($TURNSTREAM_PORT; now: 9123)" in _help("serve", TURNSTREAM_PORT="9123")

@@ -238,19 +238,24 @@ def test_a_csv_is_uploaded_listed_loaded_on_use_queried_in_sql_and_deleted(serve
         assert again["status"] == "error" and again["outputs"][-1]["ename"] == "FileNotFoundError"
 
 
-def test_each_format_is_checked_by_its_content(server: Server) -> None:
-    xlsx = io.BytesIO()
-    with zipfile.ZipFile(xlsx, "w") as z:
+def test_each_format_is_checked_by_its_content(server: Server, tmp_path: Path) -> None:
+    from .test_notebook_formats import parquet, xlsx
+
+    real_parquet, real_xlsx = parquet(tmp_path), xlsx()
+    fake_xlsx = io.BytesIO()
+    with zipfile.ZipFile(fake_xlsx, "w") as z:  # the right part names, but no sheet
         z.writestr("[Content_Types].xml", "<Types/>")
         z.writestr("xl/workbook.xml", "<workbook/>")
     other_zip = io.BytesIO()
     with zipfile.ZipFile(other_zip, "w") as z:
         z.writestr("word/document.xml", "<document/>")
-    good = [("a.tsv", b"k\tv\nx\t1\n"), ("b.json", b'[{"k": "x", "v": 1}]'),
-            ("c.parquet", b"PAR1" + b"\0" * 8 + b"PAR1"), ("d.xlsx", xlsx.getvalue())]
+    good = [("a.tsv", b"k\tv\nx\t1\n"), ("b.json", b'[{"k": "x", "v": 1}]'), ("c.parquet", real_parquet),
+            ("d.xlsx", real_xlsx)]
     lies = [("png.csv", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
             ("text.parquet", CSV, "Parquet"), ("broken.json", b'{"a": [1, 2', "not JSON"),
+            ("marks.parquet", b"PAR1" + b"\0" * 8 + b"PAR1", "not a Parquet file"),  # its marks, no footer
             ("scalar.json", b"42", "not a table"), ("doc.xlsx", other_zip.getvalue(), "not an Excel workbook"),
+            ("nosheet.xlsx", fake_xlsx.getvalue(), "no worksheet"),
             ("csv.xlsx", CSV, "not an Excel workbook"), ("ragged.csv", b"a,b\n1,2,3\n", "3 fields"),
             ("latin.csv", "name\ncaf\u00e9\n".encode("latin-1"), "UTF-8")]
     with server.client() as c:
@@ -258,6 +263,7 @@ def test_each_format_is_checked_by_its_content(server: Server) -> None:
         r = upload(c, sid, *good)
         assert r.status_code == 201, r.text
         assert [f["format"] for f in r.json()["files"]] == ["tsv", "json", "parquet", "xlsx"]
+        assert [f["rows"] for f in r.json()["files"]] == [1, 1, 4, 4]
         for name, data, why in lies:
             r = upload(c, sid, (name, data))
             assert r.status_code == 422, (name, r.text)
@@ -329,6 +335,29 @@ def test_the_notebook_exports_as_a_valid_ipynb_and_imports_into_an_empty_one(ser
         assert c.post(nb_url(other, ".ipynb"), content=r.request.content).status_code == 409
         bad = c.post(nb_url(new_session(c), ".ipynb"), content=b'{"cells": "no"}')
         assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "notebook"]
+
+
+def test_an_ipynb_over_16_mib_is_413_and_imports_nothing(server: Server) -> None:
+    cell = {"id": "c1", "cell_type": "code", "source": "x = 1", "metadata": {}, "outputs": [], "execution_count": None}
+    doc = {"nbformat": 4, "nbformat_minor": 5, "metadata": {"padding": "p" * (16 * 1024 * 1024)}, "cells": [cell]}
+    body = json.dumps(doc).encode()
+    assert len(body) > 16 * 1024 * 1024
+    with server.client(timeout=60) as c:
+        sid = new_session(c)
+        r = c.post(nb_url(sid, ".ipynb"), content=body, headers={"Content-Type": "application/x-ipynb+json"})
+        assert r.status_code == 413 and r.json()["error"] == "too_large", r.text[:300]
+
+        def chunks() -> Any:  # no Content-Length: cut off as it arrives
+            for i in range(0, len(body), 1 << 20):
+                yield body[i:i + (1 << 20)]
+
+        r = c.post(nb_url(sid, ".ipynb"), content=chunks(), headers={"Content-Type": "application/x-ipynb+json"})
+        assert r.status_code == 413 and r.json()["error"] == "too_large", r.text[:300]
+        assert cells(c, sid) == []
+        doc["metadata"] = {}  # the same notebook under the limit imports
+        r = c.post(nb_url(sid, ".ipynb"), content=json.dumps(doc).encode())
+        assert r.status_code == 201, r.text
+        assert [x["code"] for x in cells(c, sid)] == ["x = 1"]
 
 
 def test_a_user_edit_reaches_another_tab_over_the_websocket(server: Server) -> None:

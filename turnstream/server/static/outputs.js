@@ -2,7 +2,7 @@
 // HTML, cleaned), Plotly charts (Plotly loaded on first use) and errors with their traceback.
 
 import { h } from "./dom.js";
-import { themed } from "./theme.js";
+import { fitChart, themed } from "./theme.js";
 
 // --- Plotly, loaded on first use -------------------------------------------------------
 let plotlyPromise = null;
@@ -85,7 +85,8 @@ export function renderOutput(out) {
           delete layout.width;
           // No "Share chart" (it uploads to Plotly's cloud, which this page may not reach).
           return Plotly.newPlot(plot, fig.data || [], layout,
-            { responsive: true, displaylogo: false, showSendToCloud: false, showEditInChartStudio: false });
+            { responsive: true, displaylogo: false, showSendToCloud: false, showEditInChartStudio: false })
+            .then(() => fitChart(Plotly, plot));
         })
         .then(() => wrap.classList.add("rendered"))
         .catch((err) => {
