@@ -47,3 +47,31 @@ def pg_cluster() -> Iterator[Cluster]:
         if (cluster.data / "postmaster.pid").exists():
             cluster.pg_ctl("-m", "immediate", "stop")
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_on_small_disk() -> Iterator[tuple[Cluster, Path]]:
+    """A private cluster whose data directory is a 40 MiB filesystem of its own (tmpfs) that a
+    test can fill; its WAL lives elsewhere, so a full disk fails the writes of table data (an
+    error to the client) rather than the WAL (a PANIC that stops the whole server)."""
+    root = Path(tempfile.mkdtemp(prefix="turnstream-pg-"))  # the server's user can reach it (tmp_path: 0700)
+    disk = root / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(disk)], check=True, capture_output=True)
+    cluster = Cluster(pg_bindir(), root, free_port())
+    cluster.data = disk / "data"
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres")
+        shutil.chown(disk, "postgres")
+    try:
+        subprocess.run([*cluster._as_owner, str(cluster.bindir / "initdb"), "-D", str(cluster.data), "-A", "trust",
+                        "-U", "postgres", "-E", "UTF8", "--no-sync", f"--waldir={root / 'wal'}"],
+                       check=True, capture_output=True, timeout=120)
+        cluster.start()
+        cluster.wait_ready()
+        yield cluster, disk
+    finally:
+        if (cluster.data / "postmaster.pid").exists():
+            cluster.pg_ctl("-m", "immediate", "stop")
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+        shutil.rmtree(root, ignore_errors=True)

@@ -34,7 +34,7 @@ import pytest
 
 from tests.support import pg
 from tests.support.mock_provider import MockHandle
-from tests.support.pg import scratch_schema_sync
+from tests.support.pg import Cluster, scratch_schema_sync
 from tests.support.processes import wait_for
 from tests.support.server import Event, Server, new_session, sse, start_server
 from turnstream.mock.validate import anthropic_errors
@@ -374,6 +374,57 @@ def test_disk_full_mid_turn_holds_the_turn_then_ends_it(tmp_path: Path, small_di
             assert c.post("/api/sessions", json={}).status_code == 201
     finally:
         filler.unlink(missing_ok=True)
+        srv.stop()
+
+
+def fill(disk: Path) -> Path:
+    """Fill ``disk`` to the last byte (unbuffered, so closing the file has nothing left to write)."""
+    filler = disk / "filler"
+    with filler.open("wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+        except OSError:
+            pass
+    return filler
+
+
+@pytest.mark.postgres
+def test_postgres_disk_full_mid_turn_holds_the_turn_then_ends_it(tmp_path: Path, pg_on_small_disk: tuple[Cluster, Path],
+                                                                 mock_provider: MockHandle, folder: Path,
+                                                                 scenario_name: str) -> None:
+    """The same on PostgreSQL: its data disk full while a large block streams, the write fails
+    (could not extend file), the turn is held and its stream told so, a new session is created
+    or refused with a 503 (never a 500); once space is back the turn ends failed with its
+    reason, nothing acknowledged lost."""
+    cluster, disk = pg_on_small_disk
+    model = mock_provider.scenario(scenario_name, {"steps": [
+        {"fragment_size": 2000, "delay_ms": 10, "blocks": [_text("First part."), _text("x" * 400_000)]}]})
+    srv = serve(tmp_path, cluster.url, mock_provider, folder, TURNSTREAM_MODEL=f"anthropic:{model}")
+    filler: Path | None = None
+    try:
+        with srv.client() as c:
+            sid = new_session(c, toolset="none")
+            with sse(c, "POST", f"/api/sessions/{sid}/turns", json={"message": "go"}) as s:
+                seen = s.until("block_stop")  # "First part." is stored
+                filler = fill(disk)
+                seen += s.until("error")
+                assert seen[-1].data["code"] == "store_unavailable" and seen[-1].data["retryable"]
+                r = c.post("/api/sessions", json={})  # a small row may still fit in a page PostgreSQL has
+                assert r.status_code in (201, 503), r.text
+                filler.unlink()  # space is back: the turn ends
+                seen += s.rest()
+        assert seen[-1].event == "turn_complete" and seen[-1].data["status"] == "failed"
+        error = [e for e in seen if e.event == "error"][-1]
+        assert error.data["code"] == "store_error" and "could not be stored" in error.data["message"]
+        with srv.client() as c:
+            stored = c.get(f"/api/sessions/{sid}").json()["turns"][0]
+            acknowledged = [e.data["block"] for e in seen if e.event == "block_stop"]
+            assert stored["status"] == "failed" and stored["blocks"][:len(acknowledged)] == acknowledged
+            assert c.post("/api/sessions", json={}).status_code == 201
+    finally:
+        if filler is not None:
+            filler.unlink(missing_ok=True)
         srv.stop()
 
 
