@@ -30,7 +30,7 @@ from .events import StreamEvent, TurnComplete
 from .lifecycle import submit_tool_result
 from .limits import Limits
 from .loop import RunConfig, TurnRunner
-from .output import parse
+from .output import OutputVia, parse
 from .pricing import PRICES, Price
 from .providers import Provider, resolve_model
 from .store import MemoryStore, Store
@@ -75,6 +75,7 @@ class Agent:
         handoffs: Sequence[Agent | str] = (),
         handoff: HandoffTiming = "now",
         output: type[BaseModel] | None = None,
+        output_via: OutputVia = "native",
         telemetry: Telemetry | None = None,
         prices: Mapping[str, Price] | None = None,
         prompt_cache_key: str | None = None,
@@ -95,6 +96,8 @@ class Agent:
         """Agents this one may hand the conversation over to (objects, or names of agents of the team)."""
         self.handoff: HandoffTiming = handoff
         self.output = output
+        self.output_via: OutputVia = output_via
+        """``native`` (the API's structured-output option) or ``tool`` (an answer tool)."""
         self.telemetry = telemetry if telemetry is not None else telemetry_from_env()
         """OpenTelemetry spans and metrics: the ``OTEL_*`` variables' by default (None when they
         ask for none), or a ``turnstream.telemetry.otel.Telemetry`` of your own."""
@@ -108,7 +111,8 @@ class Agent:
         """This agent as a member of a team."""
         plain = [t for t in self.tools if isinstance(t, Tool)]  # toolsets: the entry agent's serve every agent
         return Persona(self.name, self.provider, self.system, plain, self.thinking_budget, self.output,
-                       [h if isinstance(h, str) else h.name for h in self.handoffs], self.handoff, self.description)
+                       [h if isinstance(h, str) else h.name for h in self.handoffs], self.handoff, self.description,
+                       self.output_via)
 
     def team(self) -> Team | None:
         """Every agent reachable from this one through hand-offs, this one first; None when
@@ -129,7 +133,7 @@ class Agent:
 
     def output_of(self, turn: Turn, output: type[M]) -> M:
         """The turn's final answer as ``output`` (``pydantic.ValidationError`` if it is not one)."""
-        got = parse(output, turn.text)
+        got = parse(output, turn.blocks, turn.text)
         assert isinstance(got, output)
         return got
 
@@ -138,7 +142,8 @@ class Agent:
             self._team = self.team()
         return RunConfig(provider=self.provider, tools=self.tools, system=self.system, limits=self.limits,
                          approver=self.approve, deps=self.deps, live_deltas=live,
-                         thinking_budget=self.thinking_budget, output=self.output, team=self._team,
+                         thinking_budget=self.thinking_budget, output=self.output, output_via=self.output_via,
+                         team=self._team,
                          telemetry=self.telemetry, prices=self.prices, prompt_cache_key=self.prompt_cache_key)
 
     async def _session(self, session_id: str | None) -> tuple[str, list[Turn] | None]:

@@ -32,6 +32,7 @@ from pydantic import BaseModel
 
 from .blocks import Block, RedactedThinkingBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from .errors import UsageError
+from .output import OutputVia, output_tool
 from .providers.base import Message, Provider
 from .store.protocol import Store
 from .tools.tool import Tool
@@ -59,6 +60,8 @@ class Persona:
     """When this agent's hand-offs take effect: at the next step, or at the next turn."""
     description: str = ""
     """What the agent does, shown to the others in the description of its hand-off tool."""
+    output_via: OutputVia = "native"
+    """How ``output`` is asked for (``output.OutputVia``)."""
 
 
 def handoff_tool(target: Persona, timing: HandoffTiming) -> Tool:
@@ -118,6 +121,8 @@ class Team:
         if got is None:
             p = self.members[name]
             got = [*p.tools, *(handoff_tool(self.members[t], p.handoff) for t in p.handoffs)]
+            if p.output is not None and p.output_via == "tool":
+                got.append(output_tool(p.output))
             self._tools[name] = got
         return got
 

@@ -71,7 +71,17 @@ from .events import (
 )
 from .lifecycle import EventSink, TurnRecorder, approvals_given
 from .limits import Limits
-from .output import PartialOutputs, Repair, answer_text, output_format, problem
+from .output import (
+    NO_ANSWER_CALL,
+    OUTPUT_TOOL,
+    OutputVia,
+    PartialOutputs,
+    Repair,
+    answer_text,
+    output_format,
+    output_tool,
+    problem,
+)
 from .pricing import PRICES, Price
 from .providers.base import Message, ModelRequest, Provider, ProviderEvent, ToolSpec
 from .retry import stream_with_retries
@@ -130,6 +140,8 @@ class RunConfig:
     while the turn ran (``Store.queue_message``); off, they wait for the turn to end."""
     output: type[BaseModel] | None = None
     """Validate the final answer as this model (docs/structured-output.md)."""
+    output_via: OutputVia = "native"
+    """Ask for it through the API's own option, or through an answer tool (``output.OutputVia``)."""
     team: Team | None = None
     """Several agents (docs/agents.md): who speaks is decided at each step boundary, and the
     provider, system prompt, tools, thinking and output above are those of the speaker."""
@@ -179,8 +191,12 @@ class TurnRunner:
             for name in config.team.members:
                 self._tools.update({t.name: t for t in config.team.tools_of(name) if t.name not in self._tools})
         self._speaking = Persona("", config.provider, config.system, plain, config.thinking_budget,
-                                 config.output)
+                                 config.output, output_via=config.output_via)
+        if config.output is not None and config.output_via == "tool":
+            self._tools[OUTPUT_TOOL] = output_tool(config.output)
         self._repair = Repair()
+        self._bad_answers = 0
+        """Calls of the answer tool (``output_via="tool"``) whose answer was not valid."""
         self._task: asyncio.Task[Any] | None = None
         self._cancel_requested = False
         self._final_step = False
@@ -435,6 +451,12 @@ class TurnRunner:
                     continue
                 if await self._run_calls(executor, calls, stop):
                     return await self._finish("awaiting_client", "awaiting_client")
+                answered = self._answered(calls)
+                if answered == "":
+                    return await self._finish("complete", "end_turn")
+                if answered is not None:
+                    err = ErrorEvent(code="output_invalid", message=answered, retryable=False)
+                    return await self._close_out(STREAM_FAILED.format(reason="invalid output"), "failed", err)
         except asyncio.CancelledError:
             ours = self._cancel_requested
             if self._abandon:
@@ -481,18 +503,40 @@ class TurnRunner:
         self._tools.update(self._client_tools)
         return p
 
+    def _answered(self, calls: Sequence[ToolUseBlock]) -> str | None:
+        """After a step's calls ran, for a speaker answering through the answer tool: "" when
+        one of them gave a valid answer (the turn is over), the error when a second answer was
+        invalid (the first one's ``is_error`` result was its repair round), else None."""
+        if self._speaking.output is None or self._speaking.output_via != "tool":
+            return None
+        results = {b.tool_use_id: b for b in self._r.blocks if isinstance(b, ToolResultBlock) and b.step == self._step}
+        for c in calls:
+            result = results.get(c.tool_use_id)
+            if c.name != OUTPUT_TOOL or result is None:
+                continue
+            if not result.is_error:
+                return ""
+            self._bad_answers += 1
+            if self._bad_answers > 1:
+                return result.content
+        return None
+
     def _invalid_output(self) -> str | None:
         """For a speaker with an ``output`` model, after a final answer: None when it is
-        valid (or none is asked for), "" when the repair round starts, else the error."""
+        valid (or none is asked for), "" when the repair round starts, else the error. An
+        answer tool's speaker that answered in text instead is held to the same rule (a text
+        that is a valid document is taken as the answer)."""
         model = self._speaking.output
         if model is None:
             return None
         error = problem(model, answer_text(self._r.blocks, self._step))
         if error is None:
             return None
+        if self._speaking.output_via == "tool":
+            error = NO_ANSWER_CALL
         if self._repair.used or self._step >= self.config.limits.max_steps:
             return error
-        self._repair.ask(self._step, model, error)
+        self._repair.ask(self._step, model, error, via=self._speaking.output_via)
         return ""
 
     async def _stream_step(self) -> Assembler:
@@ -514,7 +558,8 @@ class TurnRunner:
             request = ModelRequest(model=provider.model, messages=messages, system=sp.system, tools=tools,
                                    tool_choice="none" if self._final_step else "auto",
                                    max_tokens=self._max_tokens, thinking_budget=thinking,
-                                   output=output_format(sp.output) if sp.output is not None else None,
+                                   output=(output_format(sp.output) if sp.output is not None
+                                           and sp.output_via == "native" else None),
                                    media=await self._media_of(messages),
                                    cache_key=cfg.prompt_cache_key if cfg.prompt_cache_key is not None
                                    else f"turnstream-{rec.session_id}")
@@ -522,7 +567,8 @@ class TurnRunner:
             asm = Assembler(step=self._step, first_seq=len(rec.blocks), origin=provider.origin,
                             provider=provider.name, snapshots=cfg.live_deltas, taken_ids=taken)
             self._current = asm
-            partial = PartialOutputs() if sp.output is not None and cfg.live_deltas else None
+            partial = (PartialOutputs() if sp.output is not None and sp.output_via == "native" and cfg.live_deltas
+                       else None)  # through the tool, the call's input deltas carry the partial objects
             started = False
             stream: AsyncGenerator[ProviderEvent, None] = stream_with_retries(provider, request, limits.retry)
             if cfg.telemetry is not None:
