@@ -16,7 +16,8 @@ ERRORS = {
     "NotATextFileError", "NotFound", "OutputTooLarge", "Overloaded", "PathOutsideRootError", "ProviderError",
     "ProviderProtocolError", "ProviderStatusError", "ProviderStreamError", "Refused", "RemoteError",
     "RemoteStreamBroken", "RunError", "SandboxUnavailable", "SeqConflictError", "ServerError", "ShuttingDown",
-    "SimulatedFault", "StaleNotebook", "StoreError", "StoreWriteError", "StreamBrokenError", "ToolError", "ToolInputError",
+    "SimulatedFault", "StaleNotebook", "StoreError", "StoreWriteError", "StreamBrokenError", "ToolError",
+    "ToolInputError",
     "TurnCancelled", "TurnConflictError", "TurnNotWaiting", "TurnTakenOver", "TurnstreamError", "UnknownCellError",
     "UsageError", "UserExists", "ContentRejected",
 }
