@@ -30,7 +30,17 @@ from typing import Any
 
 import orjson
 
-from .blocks import Attachment, Block, ToolResultBlock, ToolUseBlock, Turn, TurnStatus, TurnStopReason, Usage
+from .blocks import (
+    Attachment,
+    Block,
+    ToolResultBlock,
+    ToolUseBlock,
+    Turn,
+    TurnStatus,
+    TurnStopReason,
+    Usage,
+    UserBlock,
+)
 from .errors import InvalidValue, NotFound, SeqConflictError, StoreWriteError, TurnNotWaiting, TurnTakenOver
 from .events import (
     BlockDelta,
@@ -354,6 +364,29 @@ async def submit_tool_result(store: Store, turn_id: str, tool_use_id: str, *, co
             return await _approve_others(store, turn_id, req, decided_by, on_event)
         return all(t in answered or t in approvals for t in requests)
     raise SeqConflictError(f"could not record the result for {tool_use_id}: too many concurrent writers")
+
+
+async def carry_attachments(store: Store, turn_id: str, attachments: Sequence[Attachment], *,
+                            on_event: EventSink | None = None) -> None:
+    """The images and files of a message that answered a waiting turn's questions (``steering``):
+    a ``user`` block of the paused step, stored after the answers, so the turn's next step reads
+    them. Raises ``SeqConflictError`` when other writers keep getting in first."""
+    for _ in range(SUBMIT_ATTEMPTS):
+        turn = await store.get_turn(turn_id)
+        if turn is None:
+            return
+        block = UserBlock(seq=len(turn.blocks), step=max((b.step for b in turn.blocks), default=0),
+                          attachments=list(attachments))
+        ev = BlockStop(index=block.seq, block=block, turn_id=turn_id, n=await store.last_event_n(turn_id) + 1)
+        try:
+            await store.append_block(turn_id, block, StoredEvent.of(ev))
+        except SeqConflictError:
+            continue
+        if on_event is not None:
+            on_event(ev)
+        return
+    raise SeqConflictError(f"could not add the message's attachments to turn {turn_id}: other writers kept "
+                           "getting in first")
 
 
 async def _approve_others(store: Store, turn_id: str, granted: ToolRequest, granted_by: str,

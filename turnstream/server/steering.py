@@ -14,17 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..blocks import Attachment, Session, Turn, UserBlock
-from ..errors import SeqConflictError
-from ..events import BlockStop, ToolRequest
-from ..lifecycle import pending_requests, submit_tool_result
-from ..store.protocol import StoredEvent
+from ..blocks import Attachment, Session
+from ..events import ToolRequest
+from ..lifecycle import carry_attachments, pending_requests, submit_tool_result
 from .errors import conflict
 from .models import SteerOut
 from .state import AppState
-
-WRITE_ATTEMPTS = 5
-"""Tries at the next free ``seq`` of the turn when other writers take it first."""
 
 
 async def steer(state: AppState, session: Session, text: str, refs: Sequence[Attachment]) -> SteerOut | None:
@@ -54,7 +49,7 @@ async def steer(state: AppState, session: Session, text: str, refs: Sequence[Att
         ready = await submit_tool_result(state.store, turn.id, req.tool_use_id, approved=False, reason=text,
                                          on_event=lambda ev: state.bus.publish(session.id, ev))
     if refs:
-        await _carry(state, session.id, turn.id, refs)
+        await carry_attachments(state.store, turn.id, refs, on_event=lambda ev: state.bus.publish(session.id, ev))
     if ready:
         await state.turns.resume(session, turn.id)
     return SteerOut(turn_id=turn.id, outcome="denied", tool_use_ids=[r.tool_use_id for r in waiting])
@@ -75,22 +70,3 @@ def _awaited(requests: Sequence[ToolRequest]) -> str:
     if asked:
         said.append(f"your answer to the question of {', '.join(asked)}")
     return " and ".join(said)
-
-
-async def _carry(state: AppState, session_id: str, turn_id: str, refs: Sequence[Attachment]) -> None:
-    """The images and files of a message that denied the waiting calls: a ``user`` block of the
-    paused step, stored after the denials, so the turn's next step reads them."""
-    for _ in range(WRITE_ATTEMPTS):
-        turn: Turn | None = await state.store.get_turn(turn_id)
-        if turn is None:
-            return
-        block = UserBlock(seq=len(turn.blocks), step=max((b.step for b in turn.blocks), default=0),
-                          attachments=list(refs))
-        ev = BlockStop(index=block.seq, block=block, turn_id=turn_id, n=await state.store.last_event_n(turn_id) + 1)
-        try:
-            await state.store.append_block(turn_id, block, StoredEvent.of(ev))
-        except SeqConflictError:
-            continue
-        state.bus.publish(session_id, ev)
-        return
-    raise SeqConflictError(f"could not add the message's attachments to turn {turn_id}: too many concurrent writers")
