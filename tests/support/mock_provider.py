@@ -10,12 +10,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
+
+from turnstream.providers import Provider
 
 BIN = Path(sys.executable).parent / "turnstream"
 
@@ -71,3 +73,21 @@ def running_mock_provider() -> Iterator[MockHandle]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+ProviderOf = Callable[[str, dict[str, Any]], Provider]
+"""(wire format, scenario) -> an adapter that plays it from the mock (the ``provider_of`` fixture)."""
+
+
+def adapter(kind: str, model: str, base_url: str) -> Provider:
+    """An adapter of the wire format ``kind`` (``anthropic``, ``openai``, ``openai-responses``)
+    asking the mock at ``base_url`` for ``model``."""
+    from turnstream.providers.anthropic import AnthropicProvider
+    from turnstream.providers.openai_chat import OpenAIChatProvider
+    from turnstream.providers.openai_responses import OpenAIResponsesProvider
+
+    if kind == "anthropic":
+        return AnthropicProvider(model, api_key="k", base_url=base_url)
+    if kind == "openai":
+        return OpenAIChatProvider(model, api_key="k", base_url=base_url + "/v1")
+    return OpenAIResponsesProvider(model, api_key="k", base_url=base_url + "/v1")

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.mock_provider import MockHandle
+from tests.support.mock_provider import MockHandle, ProviderOf, adapter
+from turnstream.providers import Provider
 from turnstream.providers.anthropic import AnthropicProvider
 
 _names = itertools.count()
@@ -27,3 +28,17 @@ async def provider_for(mock_provider: MockHandle) -> AsyncIterator[Callable[[dic
     for p in made:
         await p.aclose()
 
+
+@pytest.fixture
+async def provider_of(mock_provider: MockHandle) -> AsyncIterator[ProviderOf]:
+    """Register a scenario under a fresh name and return an adapter of the given wire format
+    that plays it (closed at the end of the test)."""
+    made: list[Provider] = []
+
+    def make(kind: str, spec: dict[str, Any]) -> Provider:
+        made.append(adapter(kind, mock_provider.scenario(f"scn-{next(_names)}", spec), mock_provider.base_url))
+        return made[-1]
+
+    yield make
+    for p in made:
+        await p.aclose()

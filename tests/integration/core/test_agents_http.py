@@ -6,48 +6,17 @@ completes proves that each request after a hand-off between providers was valid.
 
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
 from tests.support.mock_provider import MockHandle
+from tests.support.mock_provider import ProviderOf as Make
 from turnstream import Agent, tool
 from turnstream.blocks import ThinkingBlock, ToolResultBlock, ToolUseBlock
 from turnstream.events import BlockStart, BlockStop, StepStart, StreamEvent, ToolRequest, TurnComplete
-from turnstream.providers import Provider
-from turnstream.providers.anthropic import AnthropicProvider
-from turnstream.providers.openai_chat import OpenAIChatProvider
-from turnstream.providers.openai_responses import OpenAIResponsesProvider
 from turnstream.store import MemoryStore
-
-_names = itertools.count()
-Make = Callable[[str, dict[str, Any]], Provider]
-
-
-@pytest.fixture
-async def make(mock_provider: MockHandle) -> AsyncIterator[Make]:
-    """A provider of the given wire format that plays ``spec`` from a fresh scenario."""
-    made: list[Provider] = []
-
-    def build(kind: str, spec: dict[str, Any]) -> Provider:
-        name = mock_provider.scenario(f"agents-{next(_names)}", spec)
-        url = mock_provider.base_url
-        p: Provider
-        if kind == "anthropic":
-            p = AnthropicProvider(name, api_key="k", base_url=url)
-        elif kind == "openai":
-            p = OpenAIChatProvider(name, api_key="k", base_url=url + "/v1")
-        else:
-            p = OpenAIResponsesProvider(name, api_key="k", base_url=url + "/v1")
-        made.append(p)
-        return p
-
-    yield build
-    for p in made:
-        await p.aclose()
 
 
 @tool
@@ -74,14 +43,14 @@ def say(text: str, think: str = "") -> dict[str, Any]:
 
 @pytest.mark.parametrize("other", ["openai", "openai-responses"])
 async def test_hand_off_mid_turn_from_anthropic_thinking_to_openai_and_back(
-        make: Make, mock_provider: MockHandle, other: str) -> None:
+        provider_of: Make, mock_provider: MockHandle, other: str) -> None:
     # Step numbers count the assistant messages of the turn, whoever wrote them: A plays
     # steps 0 and 3, B steps 1 and 2.
-    pa = make("anthropic", {"fragment_size": 4, "steps": [
+    pa = provider_of("anthropic", {"fragment_size": 4, "steps": [
         call("transfer_to_b", text="Passing you to B.", think="a-plan"), say("unused"), say("unused"),
         say("A again, B found {{results[1]}}", think="a-late")]})
     b_think = "b-reasons" if other == "openai-responses" else ""
-    pb = make(other, {"fragment_size": 4, "steps": [
+    pb = provider_of(other, {"fragment_size": 4, "steps": [
         say("unused"), call("lookup", {"key": "k1"}, think=b_think), call("transfer_to_a")]})
     b = Agent(pb, name="b", tools=[lookup], handoffs=["a"], system="You are B.")
     a = Agent(pa, name="a", handoffs=[b], thinking_budget=1024, system="You are A.", store=MemoryStore())
@@ -129,9 +98,9 @@ async def test_hand_off_mid_turn_from_anthropic_thinking_to_openai_and_back(
     await a.aclose()
 
 
-async def test_hand_off_for_the_next_turn_lets_the_caller_finish(make: Make, mock_provider: MockHandle) -> None:
-    pa = make("anthropic", {"turns": [[call("transfer_to_b"), say("B takes it from here.")]]})
-    pb = make("openai", {"turns": [[say("unused")], [say("B speaking.")]]})
+async def test_hand_off_for_the_next_turn_lets_the_caller_finish(provider_of: Make, mock_provider: MockHandle) -> None:
+    pa = provider_of("anthropic", {"turns": [[call("transfer_to_b"), say("B takes it from here.")]]})
+    pb = provider_of("openai", {"turns": [[say("unused")], [say("B speaking.")]]})
     b = Agent(pb, name="b")
     a = Agent(pa, name="a", handoffs=[b], handoff="next_turn", store=MemoryStore())
     first = await a.run("one", session_id="s1")
@@ -146,9 +115,9 @@ async def test_hand_off_for_the_next_turn_lets_the_caller_finish(make: Make, moc
     await a.aclose()
 
 
-async def test_a_hand_off_to_an_agent_not_allowed_is_an_unknown_tool(make: Make) -> None:
-    pa = make("anthropic", {"steps": [call("transfer_to_c"), say("still A")]})
-    pb = make("openai", {"steps": [say("B")]})
+async def test_a_hand_off_to_an_agent_not_allowed_is_an_unknown_tool(provider_of: Make) -> None:
+    pa = provider_of("anthropic", {"steps": [call("transfer_to_c"), say("still A")]})
+    pb = provider_of("openai", {"steps": [say("B")]})
     a = Agent(pa, name="a", handoffs=[Agent(pb, name="b")], store=MemoryStore())
     turn = await a.run("go")
     assert turn.status == "complete" and turn.text == "still A"
@@ -161,7 +130,7 @@ async def test_a_hand_off_to_an_agent_not_allowed_is_an_unknown_tool(make: Make)
 
 
 async def test_a_paused_turn_resumes_with_the_agent_a_hand_off_chose(
-        make: Make, mock_provider: MockHandle, tmp_path: Any) -> None:
+        provider_of: Make, mock_provider: MockHandle, tmp_path: Any) -> None:
     """A's step holds a hand-off and a call that waits for approval; the turn is resumed by
     other Agent objects (as another process would) over the same SQLite file: the next step
     runs as B, whose own call then waits too, and its resume goes on as B."""
@@ -173,11 +142,11 @@ async def test_a_paused_turn_resumes_with_the_agent_a_hand_off_chose(
         ran.append(path)
         return "deleted"
 
-    pa = make("anthropic", {"steps": [{"blocks": [
+    pa = provider_of("anthropic", {"steps": [{"blocks": [
         {"type": "tool_use", "name": "transfer_to_b", "input": {}},
         {"type": "tool_use", "name": "delete", "input": {"path": "a.txt"}}], "stop_reason": "tool_use"},
         say("A should not speak again")]})
-    pb = make("openai-responses", {"steps": [say("unused"), call("delete", {"path": "b.txt"}),
+    pb = provider_of("openai-responses", {"steps": [say("unused"), call("delete", {"path": "b.txt"}),
                                              say("B done: {{last}}")]})
     db = f"sqlite:///{tmp_path / 'team.db'}"
 

@@ -4,25 +4,20 @@ provider, whose validators check each API's structured-output option."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, Field
 
 from tests.support.mock_provider import MockHandle
+from tests.support.mock_provider import ProviderOf as Make
 from turnstream import Agent
 from turnstream.blocks import TextBlock
 from turnstream.events import BlockDelta, ErrorEvent, StreamEvent, TurnComplete
-from turnstream.providers import Provider
-from turnstream.providers.anthropic import AnthropicProvider
 from turnstream.providers.json_schema import anthropic_schema, openai_strict_schema
-from turnstream.providers.openai_chat import OpenAIChatProvider
-from turnstream.providers.openai_responses import OpenAIResponsesProvider
 from turnstream.store import MemoryStore
 
 FORMATS = ["anthropic", "openai", "openai-responses"]
-Make = Callable[[str, dict[str, Any]], Provider]
 
 
 class Forecast(BaseModel):
@@ -33,29 +28,6 @@ class Forecast(BaseModel):
 
 GOOD = '{"city": "Paris", "high": 21, "summary": "sunny, light wind from the west"}'
 BAD = '{"city": "Paris", "high": "warm", "summary": "sunny"}'
-
-
-@pytest.fixture
-async def make(mock_provider: MockHandle, request: pytest.FixtureRequest) -> AsyncIterator[Make]:
-    made: list[Provider] = []
-
-    def build(kind: str, spec: dict[str, Any]) -> Provider:
-        name = mock_provider.scenario(f"so-{request.node.name}-{len(made)}".replace("[", "-").replace("]", ""),
-                                      spec)
-        url = mock_provider.base_url
-        p: Provider
-        if kind == "anthropic":
-            p = AnthropicProvider(name, api_key="k", base_url=url)
-        elif kind == "openai":
-            p = OpenAIChatProvider(name, api_key="k", base_url=url + "/v1")
-        else:
-            p = OpenAIResponsesProvider(name, api_key="k", base_url=url + "/v1")
-        made.append(p)
-        return p
-
-    yield build
-    for p in made:
-        await p.aclose()
 
 
 def answers(*texts: str) -> dict[str, Any]:
@@ -99,8 +71,8 @@ async def collect(agent: Agent, message: str) -> list[StreamEvent]:
 
 @pytest.mark.parametrize("kind", FORMATS)
 async def test_an_answer_is_streamed_as_partial_objects_and_validated(
-        make: Make, mock_provider: MockHandle, kind: str) -> None:
-    p = make(kind, answers(GOOD))
+        provider_of: Make, mock_provider: MockHandle, kind: str) -> None:
+    p = provider_of(kind, answers(GOOD))
     agent = Agent(p, output=Forecast, store=MemoryStore())
     events = await collect(agent, "Weather in Paris?")
     done = events[-1]
@@ -123,8 +95,8 @@ async def test_an_answer_is_streamed_as_partial_objects_and_validated(
 
 
 @pytest.mark.parametrize("kind", FORMATS)
-async def test_an_invalid_answer_gets_one_repair_round(make: Make, mock_provider: MockHandle, kind: str) -> None:
-    p = make(kind, answers(BAD, GOOD))
+async def test_an_invalid_answer_gets_one_repair_round(provider_of: Make, mock_provider: MockHandle, kind: str) -> None:
+    p = provider_of(kind, answers(BAD, GOOD))
     agent = Agent(p, output=Forecast, store=MemoryStore())
     turn = await agent.run("Weather in Paris?")
     assert turn.status == "complete" and turn.steps == 2
@@ -141,8 +113,8 @@ async def test_an_invalid_answer_gets_one_repair_round(make: Make, mock_provider
 
 @pytest.mark.parametrize("kind", FORMATS)
 async def test_a_second_invalid_answer_fails_the_turn_with_the_error(
-        make: Make, mock_provider: MockHandle, kind: str) -> None:
-    p = make(kind, answers(BAD, '{"city": "Paris"'))
+        provider_of: Make, mock_provider: MockHandle, kind: str) -> None:
+    p = provider_of(kind, answers(BAD, '{"city": "Paris"'))
     agent = Agent(p, output=Forecast, store=MemoryStore())
     events = await collect(agent, "Weather in Paris?")
     errors = [ev for ev in events if isinstance(ev, ErrorEvent)]
@@ -157,7 +129,7 @@ async def test_a_second_invalid_answer_fails_the_turn_with_the_error(
     await agent.aclose()
 
 
-async def test_the_mock_refuses_a_malformed_output_option(make: Make) -> None:
+async def test_the_mock_refuses_a_malformed_output_option(provider_of: Make) -> None:
     from turnstream.mock.validate import anthropic_errors, openai_chat_errors, openai_responses_errors
 
     msgs = [{"role": "user", "content": "hi"}]
@@ -199,10 +171,10 @@ OUT_OF_RANGE = REPORT.replace('"celsius": 3.5', '"celsius": 300')
 
 @pytest.mark.parametrize("kind", FORMATS)
 async def test_a_schema_the_apis_refuse_as_pydantic_writes_it_is_sent_in_their_subset(
-        make: Make, mock_provider: MockHandle, kind: str) -> None:
+        provider_of: Make, mock_provider: MockHandle, kind: str) -> None:
     from turnstream.mock.validate import anthropic_errors, openai_chat_errors, openai_responses_errors
 
-    p = make(kind, answers(OUT_OF_RANGE, REPORT))
+    p = provider_of(kind, answers(OUT_OF_RANGE, REPORT))
     agent = Agent(p, output=Report, store=MemoryStore())
     turn = await agent.run("Weather in Oslo?")
     # every request was accepted by the mock's copy of the API's rules, and the bound the API
@@ -237,8 +209,8 @@ class Tally(BaseModel):
 
 
 async def test_a_recursive_schema_fails_an_anthropic_turn_before_any_request(
-        make: Make, mock_provider: MockHandle) -> None:
-    p = make("anthropic", answers('{"name": "root", "children": []}'))
+        provider_of: Make, mock_provider: MockHandle) -> None:
+    p = provider_of("anthropic", answers('{"name": "root", "children": []}'))
     agent = Agent(p, output=Node, store=MemoryStore())
     events = await collect(agent, "A tree, please")
     (error,) = [ev for ev in events if isinstance(ev, ErrorEvent)]
@@ -252,8 +224,8 @@ async def test_a_recursive_schema_fails_an_anthropic_turn_before_any_request(
 
 @pytest.mark.parametrize("kind", ["openai", "openai-responses"])
 async def test_openai_takes_a_recursive_schema_strict_and_a_free_mapping_not_strict(
-        make: Make, mock_provider: MockHandle, kind: str) -> None:
-    p = make(kind, answers('{"name": "root", "children": [{"name": "leaf", "children": []}]}'))
+        provider_of: Make, mock_provider: MockHandle, kind: str) -> None:
+    p = provider_of(kind, answers('{"name": "root", "children": [{"name": "leaf", "children": []}]}'))
     agent = Agent(p, output=Node, store=MemoryStore())
     turn = await agent.run("A tree, please")
     assert turn.status == "complete", turn.error
@@ -261,7 +233,7 @@ async def test_openai_takes_a_recursive_schema_strict_and_a_free_mapping_not_str
     assert fmt["strict"] is True and fmt["schema"]["properties"]["children"]["items"] == {"$ref": "#/$defs/Node"}
     await agent.aclose()
 
-    p = make(kind, answers('{"counts": {"a": 1}}'))
+    p = provider_of(kind, answers('{"counts": {"a": 1}}'))
     agent = Agent(p, output=Tally, store=MemoryStore())
     turn = await agent.run("Count them")
     assert turn.status == "complete", turn.error

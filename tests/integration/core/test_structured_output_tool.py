@@ -6,27 +6,22 @@ repair round (the invalid call's ``is_error`` result), and no structured-output 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from tests.support.mock_provider import MockHandle
+from tests.support.mock_provider import ProviderOf as Make
 from turnstream import Agent, tool
 from turnstream.blocks import ToolResultBlock, ToolUseBlock
 from turnstream.events import BlockDelta, ErrorEvent, StreamEvent, TurnComplete
 from turnstream.mock.validate import anthropic_errors, openai_chat_errors, openai_responses_errors
 from turnstream.output import OUTPUT_TOOL, RECORDED
-from turnstream.providers import Provider
-from turnstream.providers.anthropic import AnthropicProvider
-from turnstream.providers.openai_chat import OpenAIChatProvider
-from turnstream.providers.openai_responses import OpenAIResponsesProvider
 from turnstream.store import MemoryStore
 
 FORMATS = ["anthropic", "openai", "openai-responses"]
 VALIDATORS = {"anthropic": anthropic_errors, "openai": openai_chat_errors, "openai-responses": openai_responses_errors}
-Make = Callable[[str, dict[str, Any]], Provider]
 
 
 class Tally(BaseModel):
@@ -42,29 +37,6 @@ BAD = {"city": "Oslo", "counts": {"rain": "often"}}
 
 def answer(value: dict[str, Any]) -> dict[str, Any]:
     return {"blocks": [{"type": "tool_use", "name": OUTPUT_TOOL, "input": value}]}
-
-
-@pytest.fixture
-async def make(mock_provider: MockHandle, request: pytest.FixtureRequest) -> AsyncIterator[Make]:
-    made: list[Provider] = []
-
-    def build(kind: str, spec: dict[str, Any]) -> Provider:
-        name = mock_provider.scenario(f"sot-{request.node.name}-{len(made)}".replace("[", "-").replace("]", ""),
-                                      {"fragment_size": 6, **spec})
-        url = mock_provider.base_url
-        p: Provider
-        if kind == "anthropic":
-            p = AnthropicProvider(name, api_key="k", base_url=url)
-        elif kind == "openai":
-            p = OpenAIChatProvider(name, api_key="k", base_url=url + "/v1")
-        else:
-            p = OpenAIResponsesProvider(name, api_key="k", base_url=url + "/v1")
-        made.append(p)
-        return p
-
-    yield build
-    for p in made:
-        await p.aclose()
 
 
 def tool_names(kind: str, body: dict[str, Any]) -> list[str]:
@@ -84,9 +56,9 @@ def rain_days(city: str) -> int:
 
 
 @pytest.mark.parametrize("kind", FORMATS)
-async def test_the_answer_is_a_tool_call_streamed_and_validated(make: Make, mock_provider: MockHandle,
+async def test_the_answer_is_a_tool_call_streamed_and_validated(provider_of: Make, mock_provider: MockHandle,
                                                                 kind: str) -> None:
-    p = make(kind, {"steps": [{"blocks": [{"type": "tool_use", "name": "rain_days", "input": {"city": "Oslo"}}]},
+    p = provider_of(kind, {"steps": [{"blocks": [{"type": "tool_use", "name": "rain_days", "input": {"city": "Oslo"}}]},
                               answer(GOOD)]})
     agent = Agent(p, tools=[rain_days], output=Tally, output_via="tool", store=MemoryStore())
     events: list[StreamEvent] = [ev async for ev in agent.stream("Tally Oslo's weather")]
@@ -108,8 +80,9 @@ async def test_the_answer_is_a_tool_call_streamed_and_validated(make: Make, mock
 
 
 @pytest.mark.parametrize("kind", FORMATS)
-async def test_an_invalid_answer_is_told_in_its_result_once(make: Make, mock_provider: MockHandle, kind: str) -> None:
-    p = make(kind, {"steps": [answer(BAD), answer(GOOD)]})
+async def test_an_invalid_answer_is_told_in_its_result_once(provider_of: Make, mock_provider: MockHandle,
+                                                           kind: str) -> None:
+    p = provider_of(kind, {"steps": [answer(BAD), answer(GOOD)]})
     agent = Agent(p, output=Tally, output_via="tool", store=MemoryStore())
     turn = await agent.run("Tally Oslo's weather")
     assert (turn.status, turn.steps) == ("complete", 2)
@@ -121,8 +94,8 @@ async def test_an_invalid_answer_is_told_in_its_result_once(make: Make, mock_pro
 
 
 @pytest.mark.parametrize("kind", FORMATS)
-async def test_a_second_invalid_answer_fails_the_turn(make: Make, kind: str) -> None:
-    p = make(kind, {"steps": [answer(BAD), answer({"city": "Oslo"})]})
+async def test_a_second_invalid_answer_fails_the_turn(provider_of: Make, kind: str) -> None:
+    p = provider_of(kind, {"steps": [answer(BAD), answer({"city": "Oslo"})]})
     agent = Agent(p, output=Tally, output_via="tool", store=MemoryStore())
     events = [ev async for ev in agent.stream("Tally Oslo's weather")]
     errors = [ev for ev in events if isinstance(ev, ErrorEvent)]
@@ -133,10 +106,11 @@ async def test_a_second_invalid_answer_fails_the_turn(make: Make, kind: str) -> 
 
 
 @pytest.mark.parametrize("kind", FORMATS)
-async def test_an_answer_in_text_is_asked_again_through_the_tool(make: Make, mock_provider: MockHandle,
+async def test_an_answer_in_text_is_asked_again_through_the_tool(provider_of: Make, mock_provider: MockHandle,
                                                                  kind: str) -> None:
     # one scripted answer per user text message: the question, then the repair message
-    p = make(kind, {"turns": [[{"blocks": [{"type": "text", "text": "It rains a lot in Oslo."}]}], [answer(GOOD)]]})
+    said = {"blocks": [{"type": "text", "text": "It rains a lot in Oslo."}]}
+    p = provider_of(kind, {"turns": [[said], [answer(GOOD)]]})
     agent = Agent(p, output=Tally, output_via="tool", store=MemoryStore())
     turn = await agent.run("Tally Oslo's weather")
     assert turn.status == "complete" and agent.output_of(turn, Tally).city == "Oslo"
