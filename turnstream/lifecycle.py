@@ -15,10 +15,15 @@ Three things every path of a turn shares, in one place:
 * ``submit_tool_result`` records a client's answer to a ``tool_request``: a client tool's
   result, or an approval decision (a denial with the user's reason, when given), kept in
   the audit trail with who took it and when, and an "always allow" that grants the tool
-  for the rest of the session; ``pending_requests`` says which requests still wait for one.
+  for the rest of the session; ``pending_requests`` says which requests still wait for one;
+  ``carry_attachments`` adds the images and files of a message that answered them.
 
 The caller of ``close_out_stored`` must own the turn: it is ``running`` (or was just taken
 from ``awaiting_client`` with ``claim_turn``) and nobody else drives it.
+
+Why one module of this size: these are the only writes of a turn's events outside its runner,
+and they share the rule that keeps a transcript valid (every call answered once, in order);
+split, each would need its own copy of that rule.
 """
 
 from __future__ import annotations
