@@ -15,8 +15,10 @@ from tests.support.server import Event, Server, new_session, run_turn, scenario,
 
 pytestmark = pytest.mark.postgres
 
-CEILING = 400
 STEP_TOKENS = 20  # the scripted default: 10 in, 10 out
+CEILING = 8 * STEP_TOKENS
+"""Reached within 8 steps whatever the order the turns run in: a turn alone would reach it before
+its 10th step (at the step limit, the limit's final answer comes first and the turn completes)."""
 RUNAWAY = {"name": "runaway", "steps": [{"blocks": [{"type": "tool_use", "name": "spin", "input": {"n": "{{last}}"}}]}]}
 """Calls a tool the server does not have, again and again: each call gets an error result, and the loop goes on."""
 
