@@ -458,14 +458,10 @@ class TurnRunner:
                     err = ErrorEvent(code="output_invalid", message=answered, retryable=False)
                     return await self._close_out(STREAM_FAILED.format(reason="invalid output"), "failed", err)
         except asyncio.CancelledError:
-            ours = self._cancel_requested
             if self._abandon:
                 log.info("turn %s: left running for another process to take over", self._turn_id)
                 raise
-            if ours:
-                task = asyncio.current_task()
-                if task is not None:
-                    task.uncancel()
+            ours = self._absorb_cancel()
             turn = await shielded(self._close_out(CANCELLED, "cancelled", None))
             if not ours:
                 raise
@@ -815,11 +811,8 @@ class TurnRunner:
                     return await rec.close_out(CANCELLED, "cancelled", None, steps=self._step)
                 return await rec.close_out(STORE_FAILED.format(reason=reason), "failed", err, steps=self._step)
             except asyncio.CancelledError:
-                if not self._cancel_requested or self._abandon:
+                if not self._absorb_cancel():
                     raise
-                task = asyncio.current_task()
-                if task is not None:
-                    task.uncancel()
                 status = "cancelled"
                 continue
             except TurnTakenOver:
@@ -830,13 +823,21 @@ class TurnRunner:
             try:
                 await asyncio.sleep(delay)
             except asyncio.CancelledError:
-                if not self._cancel_requested or self._abandon:
+                if not self._absorb_cancel():
                     raise
-                task = asyncio.current_task()
-                if task is not None:
-                    task.uncancel()
                 status = "cancelled"
             delay = min(delay * 2, STORE_RETRY_MAX)
+
+    def _absorb_cancel(self) -> bool:
+        """Whether the ``CancelledError`` being handled is this turn's own ``cancel()`` (not a cancel
+        from outside, nor the abandon of a hand-over); if it is, the task is uncancelled, so that the
+        clean-up that follows can wait on the store."""
+        if not self._cancel_requested or self._abandon:
+            return False
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        return True
 
     async def _close_out(self, reason: str, status: TurnStatus, err: ErrorEvent | None) -> Turn:
         """End a turn that did not finish normally, keeping a valid transcript: the blocks
