@@ -21,7 +21,6 @@ import pytest
 
 from tests.support import terminal
 from tests.support.mock_provider import MockHandle
-from tests.support.ui_stream import open_gate, release
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")]
 
@@ -235,7 +234,9 @@ sys.exit(asyncio.run(run_chat(sys.argv[1], Path(sys.argv[2]), extra_tools=[delet
 """
 
 
-def test_approval_is_asked_inline(tmp_path: Path, root: Path, start_chat: Any) -> None:
+def start_approval_chat(tmp_path: Path, root: Path, start_chat: Any) -> Any:
+    """The chat of ``APPROVAL_SCRIPT`` on a model that asks for ``delete_everything`` then says its result,
+    twice."""
     scenario = tmp_path / "approval.json"
     scenario.write_text(json.dumps({
         "name": "approval", "fragment_size": 4,
@@ -246,7 +247,11 @@ def test_approval_is_asked_inline(tmp_path: Path, root: Path, start_chat: Any) -
     }), encoding="utf-8")
     script = tmp_path / "approval_chat.py"
     script.write_text(APPROVAL_SCRIPT, encoding="utf-8")
-    chat = start_chat("", argv=[sys.executable, str(script), f"scripted:{scenario}", str(root)])
+    return start_chat("", argv=[sys.executable, str(script), f"scripted:{scenario}", str(root)])
+
+
+def test_approval_is_asked_inline(tmp_path: Path, root: Path, start_chat: Any) -> None:
+    chat = start_approval_chat(tmp_path, root, start_chat)
     chat.say("clean up")
     chat.expect(r"Allow delete_everything")
     chat.expect(r"\[y/N/a: always in this session\]")
@@ -263,17 +268,7 @@ def test_approval_is_asked_inline(tmp_path: Path, root: Path, start_chat: Any) -
 
 
 def test_a_denial_can_say_why_and_the_model_reads_it(tmp_path: Path, root: Path, start_chat: Any) -> None:
-    scenario = tmp_path / "approval.json"
-    scenario.write_text(json.dumps({
-        "name": "approval", "fragment_size": 4,
-        "turns": [
-            [{"blocks": [{"type": "tool_use", "name": "delete_everything", "input": {"target": "build/"}}]},
-             {"blocks": [{"type": "text", "text": "Result: {{last}}"}]}],
-        ] * 2,
-    }), encoding="utf-8")
-    script = tmp_path / "approval_chat.py"
-    script.write_text(APPROVAL_SCRIPT, encoding="utf-8")
-    chat = start_chat("", argv=[sys.executable, str(script), f"scripted:{scenario}", str(root)])
+    chat = start_approval_chat(tmp_path, root, start_chat)
     chat.say("clean up")
     chat.expect(r"\[y/N/a: always in this session\]")
     chat.expect(r"\(or say why not\)")
@@ -459,40 +454,22 @@ def test_a_budget_pauses_and_asks_and_each_turn_shows_its_usage(
     assert chat.expect_exit() == 0
 
 
-def held_scenario(gate: Path, first: list[dict[str, Any]], then: list[dict[str, Any]]) -> dict[str, Any]:
-    """One turn whose first step waits at ``gate`` once its text began, then ``then``'s steps."""
-    return {"steering": True, "fragment_size": 4,
-            "turns": [[{"blocks": first, "gate": {"after_events": 6, "fifo": str(gate)}}, *then],
-                      [{"blocks": [{"type": "text", "text": "Next turn: {{input}}"}]}]]}
-
-
 def test_a_line_typed_while_the_turn_runs_reaches_its_next_step(
         mock_provider: MockHandle, start_chat: Any, tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     os.mkfifo(gate)
-    model = "anthropic:" + mock_provider.scenario("chat-steer-step", held_scenario(
-        gate, [{"type": "text", "text": "Working on it."},
-               {"type": "tool_use", "name": "calculator", "input": {"expression": "6 * 7"}}],
-        [{"blocks": [{"type": "text", "text": "Done: {{last}}"}]}]))
+    model = "anthropic:" + mock_provider.scenario("chat-steer-step", terminal.step_scenario(gate))
     chat = start_chat(model)
-    try:
-        chat.say("what is 6 * 7?")
-        chat.expect("Work")  # the first step streams, then waits at the gate
-        chat.child.sendline("use metric units")
-        chat.expect("↳ queued: use metric units")
+
+    def asked_once() -> None:
         assert len(mock_provider.requests(model)) == 1
-        open_gate(gate)
-    finally:
-        release(gate)
+
+    terminal.type_while_held(chat, gate, "what is 6 * 7?", terminal.STEERED_LINE, asked_once)
     chat.expect(r"you, while it worked ›\S* use metric units")
     chat.expect("Done: 42")
     chat.say("bye")
     assert chat.expect_exit() == 0
-    first, second = mock_provider.requests(model)
-    assert "use metric units" not in json.dumps(first)
-    after_results = second["messages"][-1]["content"]
-    assert after_results[0]["type"] == "tool_result"
-    assert [b["text"] for b in after_results if b["type"] == "text"] == ["use metric units"]
+    terminal.assert_read_by_the_next_step(mock_provider.requests(model))
     assert [(inp, status) for _, inp, status in chat.turns()] == [("what is 6 * 7?", "complete")]
 
 
@@ -500,17 +477,9 @@ def test_a_line_typed_during_the_last_step_is_the_next_message(
         mock_provider: MockHandle, start_chat: Any, tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     os.mkfifo(gate)
-    model = "anthropic:" + mock_provider.scenario("chat-steer-last", held_scenario(
-        gate, [{"type": "text", "text": "Working on it."}], []))
+    model = "anthropic:" + mock_provider.scenario("chat-steer-last", terminal.last_step_scenario(gate))
     chat = start_chat(model)
-    try:
-        chat.say("hello")
-        chat.expect("Work")
-        chat.child.sendline("and the weather?")
-        chat.expect("↳ queued: and the weather\\?")
-        open_gate(gate)
-    finally:
-        release(gate)
+    terminal.type_while_held(chat, gate, "hello", terminal.LATE_LINE)
     chat.expect("not read by this turn, so it is your next message: and the weather\\?")
     chat.expect("Next turn: and the weather\\?")
     chat.say("bye")

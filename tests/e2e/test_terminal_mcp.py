@@ -28,6 +28,23 @@ SIGNUP = {"fragment_size": 5, "turns": [
      {"blocks": [{"type": "text", "text": "Not signed up: {{last}}"}]}]]}
 
 
+def decline_the_next_question(chat: Chat) -> None:
+    """Ask again, decline the server's question (``/decline``), see the tool say so, and leave."""
+    chat.say("again")
+    chat.expect(r"Name.*\(text\)")
+    chat.child.sendline("/decline")
+    chat.expect("declined")
+    chat.expect("Not signed up: ")
+    chat.say("bye")
+    assert chat.expect_exit() == 0
+
+
+def results_read(mock: MockHandle, model: str) -> list[str]:
+    """The messages of tool results the model read, in order, as JSON."""
+    return [json.dumps(r["messages"][-1]) for r in mock.requests(model) if r["messages"][-1]["role"] == "user"
+            and isinstance(r["messages"][-1]["content"], list)]
+
+
 def test_an_mcp_question_is_asked_field_by_field_then_declined(tmp_path: Path, mock_provider: MockHandle) -> None:
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"t": {
@@ -55,20 +72,12 @@ def test_an_mcp_question_is_asked_field_by_field_then_declined(tmp_path: Path, m
         child.sendline("2")
         chat.expect("answered")
         chat.expect(r"Signed up: Ann \(33\) is on the pro plan, with the newsletter")
-        chat.say("again")
-        chat.expect(r"Name.*\(text\)")
-        child.sendline("/decline")
-        chat.expect("declined")
-        chat.expect("Not signed up: ")
-        chat.say("bye")
-        assert chat.expect_exit() == 0
+        decline_the_next_question(chat)
     finally:
         if child.isalive():
             child.terminate(force=True)
     # the model read the server's answers: the form's values, then the decline
-    requests = mock_provider.requests(model)
-    results = [json.dumps(r["messages"][-1]) for r in requests if r["messages"][-1]["role"] == "user"
-               and isinstance(r["messages"][-1]["content"], list)]
+    results = results_read(mock_provider, model)
     assert any("Ann (33) is on the pro plan" in r for r in results)
     assert "Ann" not in results[-1]
 
@@ -106,19 +115,11 @@ def test_in_server_mode_the_chat_asks_the_servers_mcp_question(tmp_path: Path, m
         child.sendline("free")
         chat.expect("answered")
         chat.expect(r"Signed up: Ann \(33\) is on the free plan")
-        chat.say("again")
-        chat.expect(r"Name.*\(text\)")
-        child.sendline("/decline")
-        chat.expect("declined")
-        chat.expect("Not signed up: ")
-        chat.say("bye")
-        assert chat.expect_exit() == 0
+        decline_the_next_question(chat)
     finally:
         if child.isalive():
             child.terminate(force=True)
         server.stop()
-    requests = mock_provider.requests(model)
-    results = [json.dumps(r["messages"][-1]) for r in requests if r["messages"][-1]["role"] == "user"
-               and isinstance(r["messages"][-1]["content"], list)]
+    results = results_read(mock_provider, model)
     assert any("Ann (33) is on the free plan" in r for r in results)
     assert "Ann" not in results[-1]

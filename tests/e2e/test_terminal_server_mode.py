@@ -24,10 +24,10 @@ import pexpect
 import pytest
 from rich.console import Console
 
+from tests.support import terminal
 from tests.support.mock_provider import MockHandle
 from tests.support.server import Server, run_turn, start_server
 from tests.support.terminal import Chat
-from tests.support.ui_stream import open_gate, release
 from turnstream.chat.remote import run_remote_chat
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")]
@@ -331,42 +331,23 @@ def test_server_tools_are_approved_here_and_shadowed_client_tools_left_out(
     assert [t["status"] for t in _session(server, sid)["turns"]] == ["complete"] * 4
 
 
-def held_scenario(gate: Path, first: list[dict[str, Any]], then: list[dict[str, Any]]) -> dict[str, Any]:
-    """One turn whose first step waits at ``gate`` once its text began, then ``then``'s steps;
-    a next turn answers with its input."""
-    return {"steering": True, "fragment_size": 4,
-            "turns": [[{"blocks": first, "gate": {"after_events": 6, "fifo": str(gate)}}, *then],
-                      [{"blocks": [{"type": "text", "text": "Next turn: {{input}}"}]}]]}
-
-
 def test_a_line_typed_while_the_server_turn_runs_reaches_its_next_step(
         mock_provider: MockHandle, server: Server, start_chat: Any, tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     os.mkfifo(gate)
-    model = "anthropic:" + mock_provider.scenario("remote-steer-step", held_scenario(
-        gate, [{"type": "text", "text": "Working on it."},
-               {"type": "tool_use", "name": "calculator", "input": {"expression": "6 * 7"}}],
-        [{"blocks": [{"type": "text", "text": "Done: {{last}}"}]}]))
+    model = "anthropic:" + mock_provider.scenario("remote-steer-step", terminal.step_scenario(gate))
     chat = start_chat("--model", model)
     sid = _session_id(chat)
-    try:
-        chat.say("what is 6 * 7?")
-        chat.expect("Work")  # the first step streams, then waits at the gate
-        chat.child.sendline("use metric units")
-        chat.expect("↳ queued: use metric units")  # the route answered 202 queued
+
+    def asked_once() -> None:  # "queued" was printed: the route answered 202 queued
         assert len(mock_provider.requests(model)) == 1
-        open_gate(gate)
-    finally:
-        release(gate)
+
+    terminal.type_while_held(chat, gate, "what is 6 * 7?", terminal.STEERED_LINE, asked_once)
     chat.expect(r"you, while it worked ›\S* use metric units")
     chat.expect("Done: 42")
     chat.say("bye")
     assert chat.expect_exit() == 0
-    first, second = mock_provider.requests(model)
-    assert "use metric units" not in json.dumps(first)
-    after_results = second["messages"][-1]["content"]
-    assert after_results[0]["type"] == "tool_result"
-    assert [b["text"] for b in after_results if b["type"] == "text"] == ["use metric units"]
+    terminal.assert_read_by_the_next_step(mock_provider.requests(model))
     assert [(t["input"], t["status"]) for t in _session(server, sid)["turns"]] == [("what is 6 * 7?", "complete")]
 
 
@@ -374,18 +355,10 @@ def test_a_line_no_server_step_read_starts_the_next_turn_which_the_chat_follows(
         mock_provider: MockHandle, server: Server, start_chat: Any, tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     os.mkfifo(gate)
-    model = "anthropic:" + mock_provider.scenario("remote-steer-last", held_scenario(
-        gate, [{"type": "text", "text": "Working on it."}], []))
+    model = "anthropic:" + mock_provider.scenario("remote-steer-last", terminal.last_step_scenario(gate))
     chat = start_chat("--model", model)
     sid = _session_id(chat)
-    try:
-        chat.say("hello")
-        chat.expect("Work")
-        chat.child.sendline("and the weather?")
-        chat.expect("↳ queued: and the weather\\?")
-        open_gate(gate)
-    finally:
-        release(gate)
+    terminal.type_while_held(chat, gate, "hello", terminal.LATE_LINE)
     chat.expect("not read by this turn, so the server starts the next one with it: and the weather\\?")
     chat.expect("Next turn: and the weather\\?")
     chat.say("bye")

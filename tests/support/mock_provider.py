@@ -42,6 +42,11 @@ class MockHandle:
         r.raise_for_status()
         return name
 
+    def env(self) -> dict[str, str]:
+        """The environment that points a ``turnstream serve`` (or chat) at this mock in every wire format."""
+        return {"ANTHROPIC_BASE_URL": self.base_url, "ANTHROPIC_API_KEY": "test-key",
+                "OPENAI_BASE_URL": self.base_url + "/v1", "OPENAI_API_KEY": "test-key"}
+
     def received(self) -> list[dict[str, Any]]:
         """Every request received (the last 500): ``{"path": …, "body": …}``."""
         got: list[dict[str, Any]] = httpx.get(self.base_url + "/_mock/requests", timeout=10).json()

@@ -300,3 +300,25 @@ def server_errors(srv: Server) -> list[str]:
         if doc.get("level") in ("error", "critical") and doc.get("logger") != "turnstream.tools":
             out.append(line)
     return out
+
+
+@contextmanager
+def server_pair(workdir: Path, db: str, model: str,
+                env: dict[str, str] | None = None) -> Iterator[tuple[Server, Server]]:
+    """Two ``turnstream serve`` processes, ``a`` and ``b``, on one database and one login key; both
+    stopped at the end, with no error in either log."""
+    env = {"TURNSTREAM_KEY_FILE": str(workdir / "shared.key"), **(env or {})}
+    a = start_server(workdir, db=db, model=model, env=env, name="a")
+    try:
+        b = start_server(workdir, db=db, model=model, env=env, name="b")
+    except BaseException:
+        a.stop()
+        raise
+    try:
+        assert a.key == b.key
+        yield a, b
+    finally:
+        b.stop()
+        a.stop()
+        assert server_errors(a) == []
+        assert server_errors(b) == []

@@ -11,6 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests.support.paths import REPO
+from tests.support.server import Server, server_errors, start_server
+
 GATE = {"name": "gate", "fragment_size": 8, "steps": [
     {"blocks": [{"type": "text", "text": "Waiting for the gate."},
                 {"type": "tool_use", "name": "wait_for_gate", "input": {}}]},
@@ -28,6 +31,21 @@ def live_scenario(gate: Path) -> dict[str, Any]:
     (the scenario's ``gate``)."""
     return {"name": "live", "fragment_size": 6, "steps": [
         {"blocks": [{"type": "text", "text": LIVE_TEXT}], "gate": {"after_events": 2, "fifo": str(gate)}}]}
+
+
+@contextlib.contextmanager
+def gated_server(tmp: Path, model: str, env: dict[str, str] | None = None) -> Iterator[tuple[Server, Path]]:
+    """A ``turnstream serve`` in ``tmp`` with the protocol tools (``TOOLS_ENV``) and the FIFO gate their
+    ``wait_for_gate`` waits at; stopped at the end, with no error in its log."""
+    gate = tmp / "gate"
+    os.mkfifo(gate)
+    srv = start_server(tmp, model=model, env={
+        **TOOLS_ENV, "PYTHONPATH": str(REPO), "TURNSTREAM_TEST_GATE": str(gate), **(env or {})})
+    try:
+        yield srv, gate
+    finally:
+        srv.stop()
+        assert server_errors(srv) == []
 
 
 def open_gate(gate: Path, word: str = "open") -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import itertools
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +18,8 @@ import pytest
 
 from tests.support.media import PDF, PNG
 from tests.support.mock_provider import MockHandle
-from tests.support.paths import REPO
 from tests.support.server import Event, Server, new_session, run_turn, server_errors, sse, start_server
-from tests.support.ui_stream import TOOLS_ENV, chunks, open_gate, read_until
+from tests.support.ui_stream import chunks, gated_server, open_gate, read_until
 from tests.support.ui_stream import user as ui_user
 
 PREFIXES = ("anthropic", "openai", "openai-responses")
@@ -31,18 +29,9 @@ _names = itertools.count()
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, mock_provider: MockHandle) -> Iterator[tuple[Server, Path]]:
     tmp = tmp_path_factory.mktemp("steering")
-    gate = tmp / "gate"
-    os.mkfifo(gate)
-    srv = start_server(tmp, model="scripted:echo", env={
-        **TOOLS_ENV, "PYTHONPATH": str(REPO), "TURNSTREAM_TEST_GATE": str(gate),
-        "ANTHROPIC_BASE_URL": mock_provider.base_url, "ANTHROPIC_API_KEY": "test-key",
-        "OPENAI_BASE_URL": mock_provider.base_url + "/v1", "OPENAI_API_KEY": "test-key",
-        "TURNSTREAM_ATTACHMENT_MB": "0.001", "TURNSTREAM_MAX_ATTACHMENTS": "2"})
-    try:
-        yield srv, gate
-    finally:
-        srv.stop()
-        assert server_errors(srv) == []
+    with gated_server(tmp, "scripted:echo", {
+            **mock_provider.env(), "TURNSTREAM_ATTACHMENT_MB": "0.001", "TURNSTREAM_MAX_ATTACHMENTS": "2"}) as served:
+        yield served
 
 
 def model(mock: MockHandle, prefix: str, steps: list[dict[str, Any]]) -> str:
@@ -59,6 +48,23 @@ def follow(c: Any, sid: str, turn_id: str, after: int) -> list[Event]:
         return s.rest()
 
 
+def deny_by_message(srv: Server, m: str, message: dict[str, Any]) -> list[Event]:
+    """Start a turn of ``m`` that waits for the approval of its call, then post ``message`` (a turn's
+    body): the route says it denied that turn's call, and the turn goes on to ``complete``. Returns
+    the turn's events after the pause."""
+    with srv.client() as c:
+        sid = new_session(c, model=m, toolset="none")
+        paused = run_turn(c, sid, "send ada a note")
+        assert paused[-1].data["status"] == "awaiting_client"
+        tid = paused[-1].data["turn_id"]
+        r = c.post(f"/api/sessions/{sid}/turns", json=message)
+        assert r.status_code == 202, r.text
+        assert r.json()["outcome"] == "denied" and r.json()["turn_id"] == tid
+        rest = follow(c, sid, tid, paused[-1].n)
+        assert rest[-1].data["status"] == "complete"
+    return rest
+
+
 @pytest.mark.parametrize("prefix", PREFIXES)
 def test_a_message_during_an_approval_denies_it_and_the_turn_goes_on(
         served: tuple[Server, Path], mock_provider: MockHandle, prefix: str) -> None:
@@ -66,16 +72,7 @@ def test_a_message_during_an_approval_denies_it_and_the_turn_goes_on(
     m = model(mock_provider, prefix, [
         {"blocks": [{"type": "tool_use", "name": "send_note", "input": {"to": "ada", "text": "hi"}}]},
         {"blocks": [{"type": "text", "text": "Understood."}]}])
-    with srv.client() as c:
-        sid = new_session(c, model=m, toolset="none")
-        paused = run_turn(c, sid, "send ada a note")
-        assert paused[-1].data["status"] == "awaiting_client"
-        tid = paused[-1].data["turn_id"]
-        r = c.post(f"/api/sessions/{sid}/turns", json={"message": "no, not to ada; ask me first"})
-        assert r.status_code == 202, r.text
-        assert r.json()["outcome"] == "denied" and r.json()["turn_id"] == tid
-        rest = follow(c, sid, tid, paused[-1].n)
-        assert rest[-1].data["status"] == "complete"
+    deny_by_message(srv, m, {"message": "no, not to ada; ask me first"})
     last = json.dumps(mock_provider.requests(m)[-1])
     assert "no, not to ada; ask me first" in last  # the denial's reason reached the provider
 
@@ -335,22 +332,12 @@ def test_a_message_with_an_image_during_an_approval_denies_it_and_carries_the_im
     m = model(mock_provider, prefix, [
         {"blocks": [{"type": "tool_use", "name": "send_note", "input": {"to": "ada", "text": "hi"}}]},
         {"blocks": [{"type": "text", "text": "I see the picture."}]}])
-    with srv.client() as c:
-        sid = new_session(c, model=m, toolset="none")
-        paused = run_turn(c, sid, "send ada a note")
-        assert paused[-1].data["status"] == "awaiting_client"
-        tid = paused[-1].data["turn_id"]
-        r = c.post(f"/api/sessions/{sid}/turns", json={
-            "message": "no: send her this picture instead",
-            "parts": [{"type": "image", "media_type": "image/png", "data": b64(PNG)}]})
-        assert r.status_code == 202, r.text
-        assert r.json()["outcome"] == "denied" and r.json()["turn_id"] == tid
-        rest = follow(c, sid, tid, paused[-1].n)
-        assert rest[-1].data["status"] == "complete"
-        stops = [e.data["block"] for e in rest if e.event == "block_stop"]
-        assert [b["type"] for b in stops] == ["tool_result", "user", "text"]
-        assert "send her this picture instead" in stops[0]["content"] and stops[0]["is_error"]
-        assert [a["media_type"] for a in stops[1]["attachments"]] == ["image/png"] and stops[1]["step"] == 1
+    rest = deny_by_message(srv, m, {"message": "no: send her this picture instead",
+                                    "parts": [{"type": "image", "media_type": "image/png", "data": b64(PNG)}]})
+    stops = [e.data["block"] for e in rest if e.event == "block_stop"]
+    assert [b["type"] for b in stops] == ["tool_result", "user", "text"]
+    assert "send her this picture instead" in stops[0]["content"] and stops[0]["is_error"]
+    assert [a["media_type"] for a in stops[1]["attachments"]] == ["image/png"] and stops[1]["step"] == 1
     last = json.dumps(mock_provider.requests(m)[-1])  # accepted by the format's own rules
     assert "send her this picture instead" in last and b64(PNG) in last
 
@@ -465,17 +452,9 @@ def next_turn_served(tmp_path_factory: pytest.TempPathFactory,
                      mock_provider: MockHandle) -> Iterator[tuple[Server, Path]]:
     """A server with ``TURNSTREAM_QUEUED_MESSAGES=next_turn``."""
     tmp = tmp_path_factory.mktemp("steering-next-turn")
-    gate = tmp / "gate"
-    os.mkfifo(gate)
-    srv = start_server(tmp, model="scripted:echo", env={
-        **TOOLS_ENV, "PYTHONPATH": str(REPO), "TURNSTREAM_TEST_GATE": str(gate),
-        "ANTHROPIC_BASE_URL": mock_provider.base_url, "ANTHROPIC_API_KEY": "test-key",
-        "TURNSTREAM_QUEUED_MESSAGES": "next_turn"})
-    try:
-        yield srv, gate
-    finally:
-        srv.stop()
-        assert server_errors(srv) == []
+    env = {**mock_provider.env(), "TURNSTREAM_QUEUED_MESSAGES": "next_turn"}
+    with gated_server(tmp, "scripted:echo", env) as served:
+        yield served
 
 
 def test_with_next_turn_a_message_while_the_turn_runs_starts_the_next_turn(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +17,8 @@ from typing import Any
 import pytest
 
 from tests.support.mock_provider import MockHandle
-from tests.support.paths import REPO
-from tests.support.server import Server, server_errors, start_server
-from tests.support.ui_stream import TOOLS_ENV, open_gate
+from tests.support.server import Server
+from tests.support.ui_stream import chunks, gated_server, open_gate, read_until
 
 _names = itertools.count()
 
@@ -28,16 +26,8 @@ _names = itertools.count()
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, mock_provider: MockHandle) -> Iterator[tuple[Server, Path]]:
     tmp = tmp_path_factory.mktemp("agui-steering")
-    gate = tmp / "gate"
-    os.mkfifo(gate)
-    srv = start_server(tmp, model="scripted:echo", env={
-        **TOOLS_ENV, "PYTHONPATH": str(REPO), "TURNSTREAM_TEST_GATE": str(gate),
-        "ANTHROPIC_BASE_URL": mock_provider.base_url, "ANTHROPIC_API_KEY": "test-key"})
-    try:
-        yield srv, gate
-    finally:
-        srv.stop()
-        assert server_errors(srv) == []
+    with gated_server(tmp, "scripted:echo", mock_provider.env()) as served:
+        yield served
 
 
 def model(mock: MockHandle, steps: list[dict[str, Any]]) -> str:
@@ -51,21 +41,6 @@ def run(thread: str, messages: list[dict[str, Any]], **extra: Any) -> dict[str, 
 
 def user(text: str) -> dict[str, Any]:
     return {"id": uuid.uuid4().hex[:8], "role": "user", "content": text}
-
-
-def events(body: str) -> list[dict[str, Any]]:
-    return [json.loads(f[len("data: "):]) for f in body.split("\n\n") if f.startswith("data: ")]
-
-
-def events_until(lines: Iterator[str], kind: str) -> list[dict[str, Any]]:
-    """The events of an open AG-UI stream (its ``iter_lines()``) up to the first of type ``kind``."""
-    seen: list[dict[str, Any]] = []
-    for line in lines:
-        if line.startswith("data: {"):
-            seen.append(json.loads(line[len("data: "):]))
-            if seen[-1]["type"] == kind:
-                return seen
-    raise AssertionError(f"the stream ended before {kind}: {seen}")
 
 
 def text_of(evs: list[dict[str, Any]]) -> str:
@@ -82,7 +57,7 @@ def test_a_message_while_the_turn_runs_is_queued_for_its_next_step(served: tuple
     with srv.client() as c, srv.client() as other, c.stream("POST", "/api/ag-ui", json=run(
             thread, [first], forwardedProps={"model": m, "toolset": "none"})) as running:
         lines = running.iter_lines()
-        turn_id = events_until(lines, "TOOL_CALL_END")[0]["metadata"]["turn_id"]
+        turn_id = read_until(lines, "TOOL_CALL_END")[0]["metadata"]["turn_id"]
         # Anything but a new user message still finds the turn running.
         r = other.post("/api/ag-ui", json=run(thread, [first, {"id": "t", "role": "tool", "content": "x",
                                                                "toolCallId": "nope"}]))
@@ -91,13 +66,13 @@ def test_a_message_while_the_turn_runs_is_queued_for_its_next_step(served: tuple
         assert r.status_code == 422 and r.json()["message"].startswith("body.messages[1].content:")
         r = other.post("/api/ag-ui", json=run(thread, [first, user("use metric units")]))
         assert r.status_code == 200 and r.headers["x-turn-id"] == turn_id
-        queued = events(r.text)
+        queued = chunks(r.text)
         assert [e["type"] for e in queued] == ["RUN_STARTED", "CUSTOM", "RUN_FINISHED"]
         assert queued[1] == {"type": "CUSTOM", "name": "turnstream-steering",
                              "value": {"turn_id": turn_id, "outcome": "queued", "tool_use_ids": []}}
         assert queued[2]["outcome"] == {"type": "success"}
         open_gate(gate)
-        rest = events("\n\n".join(lines))
+        rest = chunks("\n\n".join(lines))
     assert text_of(rest) == "Noted."
     assert rest[-1]["type"] == "RUN_FINISHED" and rest[-1]["outcome"] == {"type": "success"}
     before, after = mock_provider.requests(m)[-2:]
@@ -114,16 +89,16 @@ def test_a_message_during_an_interrupt_denies_it_and_the_run_goes_on(served: tup
     thread = f"deny-{next(_names)}"
     hello = user("send ada a note")
     with srv.client() as c:
-        paused = events(c.post("/api/ag-ui", json=run(thread, [hello], forwardedProps={
+        paused = chunks(c.post("/api/ag-ui", json=run(thread, [hello], forwardedProps={
             "model": m, "toolset": "none"})).text)
         [interrupt] = paused[-1]["outcome"]["interrupts"]
         call_id = interrupt["toolCallId"]
         asked = {"id": call_id, "role": "assistant", "toolCalls": [
             {"id": call_id, "type": "function", "function": {"name": "send_note", "arguments": "{}"}}]}
         # Neither resume entries nor a new user message: the interrupt is left unanswered.
-        unanswered = events(c.post("/api/ag-ui", json=run(thread, [hello, asked])).text)
+        unanswered = chunks(c.post("/api/ag-ui", json=run(thread, [hello, asked])).text)
         assert unanswered[-1]["type"] == "RUN_ERROR" and unanswered[-1]["code"] == "interrupts_unanswered"
-        went_on = events(c.post("/api/ag-ui", json=run(thread, [hello, asked, user("not to ada; ask me first")]))
+        went_on = chunks(c.post("/api/ag-ui", json=run(thread, [hello, asked, user("not to ada; ask me first")]))
                          .text)
     assert went_on[0]["type"] == "RUN_STARTED" and went_on[0]["metadata"]["turn_id"] == paused[0]["metadata"][
         "turn_id"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.pg import fetch, run
-from tests.support.server import Event, Server, new_session, run_turn, scenario, server_errors, start_server
+from tests.support.server import Event, Server, new_session, run_turn, scenario, server_pair
 
 pytestmark = pytest.mark.postgres
 
@@ -26,20 +26,8 @@ RUNAWAY = {"name": "runaway", "steps": [{"blocks": [{"type": "tool_use", "name":
 @pytest.fixture
 def pair(fresh_pg: str, tmp_path: Path) -> Iterator[tuple[Server, Server]]:
     model = scenario(tmp_path / "runaway.json", RUNAWAY)
-    env = {"TURNSTREAM_KEY_FILE": str(tmp_path / "shared.key"), "TURNSTREAM_BUDGET_USER_DAY_TOKENS": str(CEILING)}
-    a = start_server(tmp_path, db=fresh_pg, model=model, env=env, name="a")
-    try:
-        b = start_server(tmp_path, db=fresh_pg, model=model, env=env, name="b")
-    except BaseException:
-        a.stop()
-        raise
-    try:
-        yield a, b
-    finally:
-        b.stop()
-        a.stop()
-        assert server_errors(a) == []
-        assert server_errors(b) == []
+    with server_pair(tmp_path, fresh_pg, model, {"TURNSTREAM_BUDGET_USER_DAY_TOKENS": str(CEILING)}) as pair:
+        yield pair
 
 
 def one_turn(server: Server) -> list[Event]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from websockets.sync.client import connect
 
-from tests.support.server import Server, new_session, run_turn, server_errors, sse, start_server
+from tests.support.server import Server, new_session, run_turn, server_pair, sse
 
 pytestmark = pytest.mark.postgres
 
@@ -19,21 +19,8 @@ LOCATION = {"name": "get_location", "description": "Where the user is."}
 
 @pytest.fixture
 def pair(fresh_pg: str, tmp_path: Path, models: dict[str, str]) -> Iterator[tuple[Server, Server]]:
-    env = {"TURNSTREAM_KEY_FILE": str(tmp_path / "shared.key")}
-    a = start_server(tmp_path, db=fresh_pg, model=models["echo"], env=env, name="a")
-    try:
-        b = start_server(tmp_path, db=fresh_pg, model=models["echo"], env=env, name="b")
-    except BaseException:
-        a.stop()
-        raise
-    try:
-        assert a.key == b.key
-        yield a, b
-    finally:
-        b.stop()
-        a.stop()
-        assert server_errors(a) == []
-        assert server_errors(b) == []
+    with server_pair(tmp_path, fresh_pg, models["echo"]) as pair:
+        yield pair
 
 
 def test_client_tool_result_posted_to_the_other_process(pair: tuple[Server, Server], models: dict[str, str]) -> None:

@@ -9,7 +9,6 @@ tool until the test opens the gate (a FIFO): nothing here is timed."""
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.paths import REPO
-from tests.support.server import Server, scenario, server_errors, start_server
-from tests.support.ui_stream import GATE, TOOLS_ENV, chunks, open_gate, read_until, user
+from tests.support.server import Server, scenario
+from tests.support.ui_stream import GATE, chunks, gated_server, open_gate, read_until, user
 
 APPROVE = {"name": "approve", "fragment_size": 6, "steps": [
     {"blocks": [{"type": "text", "text": "I will send it."},
@@ -32,15 +30,8 @@ ECHO = {"name": "echo", "fragment_size": 6, "steps": [{"blocks": [{"type": "text
 def proto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, dict[str, str], Path, str]]:
     tmp = tmp_path_factory.mktemp("protocols")
     models = {d["name"]: scenario(tmp / f"{d['name']}.json", d) for d in (GATE, APPROVE, ECHO)}
-    gate = tmp / "gate"
-    os.mkfifo(gate)
-    srv = start_server(tmp, model=models["echo"], env={
-        **TOOLS_ENV, "PYTHONPATH": str(REPO), "TURNSTREAM_TEST_GATE": str(gate)})
-    try:
+    with gated_server(tmp, models["echo"]) as (srv, gate):
         yield srv, models, gate, srv.add_user("eve", tmp)
-    finally:
-        srv.stop()
-        assert server_errors(srv) == []
 
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REPO
-from tests.support.server import Server, scenario, server_errors, start_server
+from tests.support.server import Server, scenario, server_pair
 from tests.support.ui_stream import GATE, TOOLS_ENV, chunks, open_gate, read_until, user
 
 pytestmark = pytest.mark.postgres
@@ -24,22 +24,9 @@ def pair(fresh_pg: str, tmp_path: Path) -> Iterator[tuple[Server, Server, str, P
     model = scenario(tmp_path / "gate.json", GATE)
     gate = tmp_path / "gate"
     os.mkfifo(gate)
-    env = {"TURNSTREAM_KEY_FILE": str(tmp_path / "shared.key"), "TURNSTREAM_TEST_GATE": str(gate),
-           **TOOLS_ENV, "PYTHONPATH": str(REPO)}
-    a = start_server(tmp_path, db=fresh_pg, model=model, env=env, name="a")
-    try:
-        b = start_server(tmp_path, db=fresh_pg, model=model, env=env, name="b")
-    except BaseException:
-        a.stop()
-        raise
-    try:
-        assert a.key == b.key
+    env = {"TURNSTREAM_TEST_GATE": str(gate), **TOOLS_ENV, "PYTHONPATH": str(REPO)}
+    with server_pair(tmp_path, fresh_pg, model, env) as (a, b):
         yield a, b, model, gate
-    finally:
-        b.stop()
-        a.stop()
-        assert server_errors(a) == []
-        assert server_errors(b) == []
 
 
 def test_resume_and_stop_reach_a_turn_running_in_the_other_process(
