@@ -12,15 +12,24 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+from collections.abc import Sequence
+from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import (
+    ConsoleMetricExporter,
+    MetricExportResult,
+    MetricReader,
+    MetricsData,
+    PeriodicExportingMetricReader,
+)
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExportResult
 
 from .otel import Telemetry
 
@@ -35,6 +44,45 @@ def _choice(variable: str) -> str:
     return value
 
 
+def _stdout_to_devnull() -> None:
+    """Point standard output at /dev/null once its reader has gone.
+
+    `turnstream serve | tee spans.json` stopped with Ctrl-C ends `tee` with the server, and the
+    console exporters' last flush at shutdown then meets a closed pipe. From here on the writes, and
+    Python's own flush at exit, succeed and go nowhere, as they would after `| head`.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError):  # standard output is not a file here (closed, or replaced)
+        pass
+
+
+class _ConsoleSpans(ConsoleSpanExporter):
+    """Spans printed as JSON; a reader that went away ends the printing, without a traceback."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            return super().export(spans)
+        except BrokenPipeError:
+            _stdout_to_devnull()
+            return SpanExportResult.SUCCESS
+
+
+class _ConsoleMetrics(ConsoleMetricExporter):
+    """Metrics printed as JSON, with the same ending as the spans."""
+
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        try:
+            return super().export(metrics_data, timeout_millis, **kwargs)
+        except BrokenPipeError:
+            _stdout_to_devnull()
+            return MetricExportResult.SUCCESS
+
+
 def from_env() -> Telemetry:
     protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
                 or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf")
@@ -44,13 +92,13 @@ def from_env() -> Telemetry:
     tracer_provider = TracerProvider(resource=resource)
     traces = _choice("OTEL_TRACES_EXPORTER")
     if traces != "none":
-        exporter = OTLPSpanExporter() if traces == "otlp" else ConsoleSpanExporter()
+        exporter = OTLPSpanExporter() if traces == "otlp" else _ConsoleSpans()
         tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
     readers: list[MetricReader] = []
     what = _choice("OTEL_METRICS_EXPORTER")
     if what != "none":
         readers.append(PeriodicExportingMetricReader(OTLPMetricExporter() if what == "otlp"
-                                                     else ConsoleMetricExporter()))
+                                                     else _ConsoleMetrics()))
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     trace.set_tracer_provider(tracer_provider)
     metrics.set_meter_provider(meter_provider)

@@ -162,3 +162,41 @@ print("loaded:", loaded)
                                                      "OTEL_METRIC_EXPORT_INTERVAL": "60000"}, cwd=REPO)
     assert on.returncode == 0, on.stderr
     assert "opentelemetry.sdk.trace" in on.stdout
+
+
+def test_console_exporters_end_quietly_when_their_reader_has_gone() -> None:
+    """`turnstream serve | tee spans.json` stopped with Ctrl-C: `tee` is gone before the exporters'
+    last flush. That flush (a span and the metrics, at exit) goes nowhere, without a traceback."""
+    code = """
+import sys
+from opentelemetry import trace
+from turnstream.telemetry import telemetry_from_env
+tel = telemetry_from_env()
+assert tel is not None
+sys.stdin.readline()  # the reader of standard output has gone by now
+with trace.get_tracer("check").start_as_current_span("after the reader left"):
+    tel.duration.record(0.5, {"gen_ai.operation.name": "chat"})
+"""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+           "OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "console",
+           "OTEL_METRIC_EXPORT_INTERVAL": "600000"}
+
+    def run(read_it: bool) -> tuple[str, str]:
+        reader, writer = os.pipe()  # standard output, whose reader the test may close
+        proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=writer,
+                                stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+        os.close(writer)
+        if not read_it:
+            os.close(reader)
+        _, err = proc.communicate("go\n", timeout=60)  # the output is a few kB, within a pipe's buffer
+        assert proc.returncode == 0, err
+        if not read_it:
+            return "", err
+        with os.fdopen(reader) as out:
+            return out.read(), err
+
+    out, err = run(read_it=True)  # with a reader, the span and the metric are printed there
+    assert '"name": "after the reader left"' in out and "gen_ai.client.operation.duration" in out, out
+    assert err == ""
+    out, err = run(read_it=False)
+    assert err == ""  # no traceback, no "Exception ignored" at exit
