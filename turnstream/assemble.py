@@ -30,6 +30,7 @@ from .blocks import (
 )
 from .errors import ProviderProtocolError
 from .events import BlockDelta, BlockStart, BlockStop
+from .json_depth import MAX_DEPTH, too_deep
 from .partial_json import PartialJSON
 from .providers.base import BlockClosed, BlockOpened, Delta, ProviderEvent, StepEnded
 
@@ -197,7 +198,9 @@ class Assembler:
         data = dict(st.data or {})
         if st.json is not None or st.parts:
             raw = self._raw_input(st)
-            if raw:
+            if raw and too_deep(raw):
+                data["input_raw"] = raw
+            elif raw:
                 try:
                     data["input"] = orjson.loads(raw)
                 except orjson.JSONDecodeError:
@@ -215,6 +218,9 @@ class Assembler:
             return ToolUseBlock(seq=st.seq, step=self.step, tool_use_id=tid, name=name, input=value,
                                 raw_input=raw or None,
                                 input_error=None if complete else "the call was interrupted before it was complete")
+        if too_deep(raw):
+            return ToolUseBlock(seq=st.seq, step=self.step, tool_use_id=tid, name=name, input={}, raw_input=raw,
+                                input_error=f"the arguments are nested deeper than {MAX_DEPTH} levels")
         try:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -228,7 +234,7 @@ class Assembler:
         if isinstance(value, str):
             # Some servers encode the arguments twice; decode once more, never more.
             try:
-                inner = orjson.loads(value)
+                inner = None if too_deep(value) else orjson.loads(value)
             except orjson.JSONDecodeError:
                 inner = None
             if isinstance(inner, dict):

@@ -15,6 +15,7 @@ import httpx2 as httpx
 
 from .errors import InvalidValue, RemoteError, RemoteStreamBroken, ServerError
 from .events import StreamEvent, decode
+from .json_depth import too_deep
 from .sse_decoder import SSEDecoder, SSEEvent
 from .tools.tool import Tool
 
@@ -37,7 +38,7 @@ def _describe(status: int, message: str) -> str:
 
 def _server_error(status: int, body: bytes) -> ServerError:
     try:
-        data = json.loads(body)
+        data = None if too_deep(body) else json.loads(body)
     except ValueError:
         data = None
     if isinstance(data, dict) and isinstance(data.get("message"), str):
@@ -70,7 +71,7 @@ def decode_event(sse: SSEEvent) -> StreamEvent | None:
     """An SSE event of SPEC §8 as the event object the local loop would have made; None for
     an event this client cannot read (its data is not JSON, or does not fit its name)."""
     try:
-        data = json.loads(sse.data)
+        data = None if too_deep(sse.data) else json.loads(sse.data)
     except ValueError:
         return None
     if not isinstance(data, dict):

@@ -20,6 +20,8 @@ from typing import Any
 
 import orjson
 
+from .json_depth import too_deep
+
 _WS = " \t\r\n"
 
 
@@ -148,9 +150,10 @@ class PartialJSON:
         return s + "".join("}" if c == "{" else "]" for c in reversed(self._stack))
 
     def snapshot(self) -> Any:
-        """Best-effort value of the document so far (None when nothing usable yet)."""
+        """Best-effort value of the document so far (None when nothing usable yet, or when it
+        nests deeper than ``json_depth.MAX_DEPTH``)."""
         fixed = self.repaired()
-        if not fixed:
+        if not fixed or too_deep(fixed):
             return None
         try:
             return orjson.loads(fixed)

@@ -21,6 +21,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import UsageError
+from ..json_depth import MAX_DEPTH, too_deep
 from ..tools.tool import DEFAULT_TIMEOUT
 from .names import server_name_problem
 
@@ -85,6 +86,8 @@ def load_mcp_config(path: str | Path) -> MCPConfig:
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise UsageError(f"{source}: cannot read it ({exc.strerror or exc})") from None
+    if too_deep(raw):
+        raise UsageError(f"{source}: the JSON is nested deeper than {MAX_DEPTH} levels")
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

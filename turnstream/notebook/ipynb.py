@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from ..errors import InvalidValue, MissingExtraError
+from ..json_depth import check_depth
 from . import sqltext
 from .files import FileInfo, load_expr
 from .model import Cell, Output, new_cell_id
@@ -133,8 +134,10 @@ def _import_outputs(outputs: list[Any]) -> list[Output]:
 
 def from_ipynb(raw: bytes) -> list[Cell]:
     """The cells of a Jupyter notebook (any nbformat version nbformat reads, converted to v4).
-    ``InvalidValue`` (field ``notebook``) when it is not a valid notebook."""
+    ``InvalidValue`` (field ``notebook``) when it is not a valid notebook, or nests deeper
+    than ``json_depth.MAX_DEPTH``."""
     nbformat = _nbformat()
+    check_depth(raw, "notebook")
     try:
         nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
         nbformat.validate(nb)

@@ -20,8 +20,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Message
 
+from ..json_depth import MAX_DEPTH, too_deep
 from ..store import User
-from .errors import ApiError, from_validation, too_large
+from .errors import ApiError, from_validation, invalid_field, too_large
 from .models import ErrorOut
 from .state import AppState
 
@@ -86,6 +87,8 @@ async def read_body(request: Request, model: type[M]) -> M:
         raise ApiError(400, "client_disconnect", "the client went away before sending its body") from None
     if not raw.strip():
         raw = b"{}"  # so that a missing body names its missing fields
+    if too_deep(raw):
+        raise invalid_field(["body"], f"the JSON is nested deeper than {MAX_DEPTH} levels", "json_too_deep")
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:

@@ -24,7 +24,8 @@ Messages, server to client (JSON text frames):
   ``{"type": "notebook_files", …}`` for the data files, see ``NotebookManager``), whoever made
   the change: the assistant's tools or a user's notebook routes;
 * ``{"type": "session", "session_id", "title"}`` when the session gets a title (``titles.py``);
-* ``{"type": "pong"}`` in answer to ``{"type": "ping"}``;
+* ``{"type": "pong"}`` in answer to ``{"type": "ping"}`` (a message that is not JSON, or nests
+  deeper than ``json_depth.MAX_DEPTH``, is ignored);
 * ``{"type": "reconnect"}`` when the server stops, before it closes the socket (code 1012).
 
 This channel is live only: a tab that reconnects reads what it missed with
@@ -45,6 +46,7 @@ from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ..bus import EndOfStream, Envelope, SessionMessage, Wake
+from ..json_depth import too_deep
 from .auth import SUBPROTOCOL, owned_session, websocket_key
 from .errors import ApiError
 from .state import AppState
@@ -109,6 +111,7 @@ async def session_socket(ws: WebSocket) -> None:
     try:
         offered = [p.strip() for p in ws.headers.get("sec-websocket-protocol", "").split(",")]
         await ws.accept(subprotocol=SUBPROTOCOL if by_protocol or SUBPROTOCOL in offered else None)
+        await sub.ready()  # other processes' changes reach us before the state is read
         notebook: dict[str, Any] | None = None
         if state.notebooks is not None:
             notebook = await state.notebooks.state(session_id)
@@ -128,8 +131,9 @@ async def _read(ws: WebSocket) -> None:
         msg = await ws.receive()
         if msg["type"] == "websocket.disconnect":
             return
+        raw = msg.get("text") or msg.get("bytes") or b""
         try:
-            doc = orjson.loads(msg.get("text") or msg.get("bytes") or b"")
+            doc = None if too_deep(raw) else orjson.loads(raw)
         except orjson.JSONDecodeError:
             continue
         if isinstance(doc, dict) and doc.get("type") == "ping":
