@@ -2,7 +2,9 @@
 
 HTTP: ``Authorization: Bearer <api key>``. WebSocket (browsers cannot set headers there):
 the key as a subprotocol — offer ``["turnstream", "turnstream.key.<api key>"]`` and the
-server selects ``turnstream`` — or, for clients that can, the ``Authorization`` header.
+server selects ``turnstream``; offer the key alone and it selects none, as it never answers
+with a subprotocol the client did not offer — or, for clients that can, the ``Authorization``
+header.
 Never in the URL: a query string ends up in access logs and proxies' logs.
 
 Every id a user names is checked against the user: a session of someone else, or a turn of

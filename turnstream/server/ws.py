@@ -3,8 +3,10 @@ notebook change.
 
 Handshake: the ``Origin`` must be one of the server's own or of the allowed origins
 (``TURNSTREAM_ALLOWED_ORIGINS``), and the API key must be valid and own the session. The
-key comes as the subprotocol ``turnstream.key.<key>`` (offer it with ``turnstream``, which
-the server selects) or as an ``Authorization`` header, never in the URL. A refused
+key comes as the subprotocol ``turnstream.key.<key>`` or as an ``Authorization`` header, never
+in the URL. The server answers with a subprotocol the client offered or with none (RFC 6455):
+``turnstream`` when it was offered (browsers offer it beside the key), else none; it never
+selects the key, which would echo it back. A refused
 handshake is answered with HTTP 403 (origin), 401 (key) or 404 (session), before any
 upgrade.
 
@@ -96,7 +98,7 @@ async def session_socket(ws: WebSocket) -> None:
     if not origin_allowed(ws.headers.get("origin"), state.settings.port, state.settings.allowed_origins):
         await _refuse(ws, 403, "forbidden_origin", f"origin {ws.headers.get('origin')} is not allowed")
         return
-    key, by_protocol = websocket_key(ws.headers)
+    key, _ = websocket_key(ws.headers)
     user = await state.auth.user(key)
     if user is None:
         await _refuse(ws, 401, "unauthorized",
@@ -110,7 +112,7 @@ async def session_socket(ws: WebSocket) -> None:
     sub = state.bus.subscribe_session(session_id)
     try:
         offered = [p.strip() for p in ws.headers.get("sec-websocket-protocol", "").split(",")]
-        await ws.accept(subprotocol=SUBPROTOCOL if by_protocol or SUBPROTOCOL in offered else None)
+        await ws.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
         await sub.ready()  # other processes' changes reach us before the state is read
         notebook: dict[str, Any] | None = None
         if state.notebooks is not None:
