@@ -171,9 +171,10 @@ class _Builder:
         self.binds.append(dest)
 
     def file(self, dest: str, content: str) -> None:
-        """``dest`` with ``content``, read from a pipe (its fd is filled in at launch)."""
+        """``dest`` with ``content``, read from a pipe (its fd is filled in at launch), readable by
+        all (bwrap's default, 0600, hides ``/etc/passwd`` from a kernel that runs as another uid)."""
         self.parents(dest)
-        self.args += ["--ro-bind-data", "FD", dest]
+        self.args += ["--perms", "0444", "--ro-bind-data", "FD", dest]
         self.data.append((len(self.args) - 2, content.encode()))
 
     def seccomp(self, program: bytes) -> None:
