@@ -79,12 +79,14 @@ class MissingExtraError(UsageError, ImportError):
 
 
 class InvalidValue(UsageError, ValueError):
-    """A value the call cannot use. ``field`` names the argument (``"approved"``, ``"content"``)."""
+    """A value the call cannot use. ``field`` names the argument (``"approved"``, ``"content"``);
+    ``path`` the place inside it, when it is JSON (``("colors", 0)``)."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, path: tuple[str | int, ...] = ()) -> None:
         super().__init__(message)
         self.field = field
         self.message = message
+        self.path = path
 
 
 class ContentRejected(UsageError, ValueError):

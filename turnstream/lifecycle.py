@@ -46,6 +46,7 @@ from .blocks import (
     Usage,
     UserBlock,
 )
+from .elicitation import check_answer
 from .errors import InvalidValue, NotFound, SeqConflictError, StoreWriteError, TurnNotWaiting, TurnTakenOver
 from .events import (
     BlockDelta,
@@ -256,7 +257,8 @@ async def approvals_given(store: Store, turn_id: str) -> dict[str, ToolApproval]
 
 def _elicitation_answer(req: ToolRequest, content: str | None, approved: bool | None) -> dict[str, Any]:
     """The answer to a tool's question (``ToolRequest.elicitation``): ``content`` (a JSON
-    object) accepts, ``approved: false`` declines."""
+    object that fits the question's ``requested_schema``, ``elicitation.check_answer``)
+    accepts, ``approved: false`` declines."""
     assert req.elicitation is not None
     state = req.elicitation.get("state")
     if approved is False:
@@ -270,6 +272,9 @@ def _elicitation_answer(req: ToolRequest, content: str | None, approved: bool | 
         value = None
     if not isinstance(value, dict):
         raise InvalidValue("content", "the answer to an elicitation must be a JSON object")
+    schema = req.elicitation.get("requested_schema")
+    if isinstance(schema, dict):
+        check_answer(schema, value)
     return {"action": "accept", "content": value, "state": state}
 
 

@@ -8,6 +8,7 @@ process exits mid-call); ``fail`` (an ``isError`` result); ``media`` (text, a PN
 PDF, a resource link and a WAV clip); ``greet`` (asks the user's name: an elicitation,
 2026-07-28 style); ``ask`` (asks the user's name mid-call, the pre-2026 way, and says what it
 got on stderr); ``signup`` (asks for a form of a string, an integer, a boolean and a choice);
+``paint`` (asks for a multi-select of colours, at least one, and a size from an ``enum``);
 ``trace`` (the ``traceparent`` the request carried, as an HTTP header and in ``_meta``);
 ``grow`` (adds the tool ``extra`` and announces the change); ``pid`` (this process's id, to
 tell a restarted server).
@@ -25,7 +26,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.types import AudioContent, BlobResourceContents, EmbeddedResource, ImageContent, ResourceLink, TextContent
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tests.support.media import PDF, PNG
 
@@ -116,6 +117,21 @@ def signup(form: Annotated[Signup, Resolve(ask_signup)]) -> str:
     """Signs the user up (asks for their details)."""
     news = "with" if form.newsletter else "without"
     return f"{form.name} ({form.age}) is on the {form.plan} plan, {news} the newsletter"
+
+
+class Palette(BaseModel):
+    colors: Annotated[list[Literal["red", "green", "blue"]], Field(min_length=1)]
+    size: Literal["S", "M", "L"]
+
+
+def ask_palette() -> Elicit[Palette]:
+    return Elicit("Which colours, and what size?", Palette)
+
+
+@server.tool()
+def paint(palette: Annotated[Palette, Resolve(ask_palette)]) -> str:
+    """Paints in the user's colours (asks for them: a multi-select)."""
+    return f"{', '.join(palette.colors)} in {palette.size}"
 
 
 @server.tool()

@@ -65,7 +65,7 @@ def as_api_error(exc: TurnstreamError) -> ApiError | None:
     if isinstance(exc, FileTooLarge):
         return too_large(str(exc))
     if isinstance(exc, InvalidValue):
-        return invalid_field(["body", exc.field], exc.message)
+        return invalid_field(["body", exc.field, *exc.path], exc.message)
     if isinstance(exc, Overloaded | ShuttingDown):
         code = "overloaded" if isinstance(exc, Overloaded) else "shutting_down"
         return ApiError(503, code, str(exc), headers={"Retry-After": str(exc.retry_after)})

@@ -173,7 +173,7 @@ async def submit(state: AppState, session: Session, turn: Turn, tool_use_id: str
     except NotFound:
         raise not_found(f"pending tool call {tool_use_id} in turn {turn.id}") from None
     except InvalidValue as exc:
-        raise invalid_field([*field_prefix, exc.field], str(exc)) from None
+        raise invalid_field([*field_prefix, exc.field, *exc.path], str(exc)) from None
 
 
 @API.route("POST", "/api/sessions/{session_id}/tool-results",
