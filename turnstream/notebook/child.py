@@ -152,6 +152,7 @@ class Runner:
         out, err = io.StringIO(), io.StringIO()
         outputs: list[dict[str, Any]] = []
         status = "success"
+        half: str | None = None
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 CONTROL.user_code = True
@@ -168,13 +169,17 @@ class Runner:
             CONTROL.user_code = False
             status = "error"
             result = self._error(exc)
+            half = half_imported(exc) if isinstance(exc, KeyboardInterrupt) else None
         for name, buf in (("stdout", out), ("stderr", err)):
             text = buf.getvalue()
             if text:
                 outputs.append({"type": name, "text": _trim(text, MAX_STREAM_CHARS)})
         if result is not None:
             outputs.append(result)
-        return {"status": status, "outputs": outputs}
+        reply: dict[str, Any] = {"status": status, "outputs": outputs}
+        if status == "error" and half:
+            reply["half_imported"] = half
+        return reply
 
     def _load(self, specs: list[dict[str, Any]]) -> None:
         """Read the data files the cell uses into the namespace: once, and again only when the
@@ -270,6 +275,28 @@ class Runner:
         text = "".join(traceback.format_exception(type(exc), exc, tb))
         return {"type": "error", "ename": type(exc).__name__, "evalue": str(exc),
                 "traceback": _trim(text, MAX_STREAM_CHARS)}
+
+
+def half_imported(exc: BaseException) -> str | None:
+    """The module whose import ``exc`` (an interrupt) stopped halfway, or None.
+
+    Module-level code runs only while its module is imported, so a ``<module>`` frame of any
+    module but the cell's own (``__main__``) in the traceback means an import was under way.
+    Its submodules that did finish stay in ``sys.modules`` bound to the half-made parent, so
+    importing it again in this process can fail in odd ways (pandas: ``partially initialized
+    module``). Importlib's own frames are mostly cut from tracebacks; when one is left (the
+    interrupt landed in importlib itself) it names the module too. The outermost one counts."""
+    tb: TracebackType | None = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        code = frame.f_code
+        if code.co_filename.startswith("<frozen importlib") and isinstance(frame.f_locals.get("name"), str):
+            return str(frame.f_locals["name"])
+        module = frame.f_globals.get("__name__")
+        if code.co_name == "<module>" and isinstance(module, str) and module != "__main__":
+            return module
+        tb = tb.tb_next
+    return None
 
 
 def _whole_numbers(frame: Any, description: list[Any]) -> Any:

@@ -11,8 +11,10 @@ protocol pipe itself, so every line is checked (``replies.py``) before it is use
 fails ends its request as an error and the kernel is killed, like a kernel that died.
 
 ``interrupt()`` asks the child to stop the run in progress (a ``KeyboardInterrupt`` in the
-cell; the namespace survives); ``kill_run()`` is the fallback for a cell that does not stop:
-the tree is killed and the run ends as interrupted, with the kernel restarted.
+cell; the namespace survives, unless the interrupt stopped an import halfway: the child names
+the module and the kernel is restarted, see ``child.half_imported``); ``kill_run()`` is the
+fallback for a cell that does not stop: the tree is killed and the run ends as interrupted,
+with the kernel restarted.
 
 A ``KernelPool`` (the manager's) may stop an idle kernel from another thread: it takes the
 channel away under ``_state_lock`` and only while nothing uses the kernel.
@@ -64,6 +66,13 @@ def interrupted_output(evalue: str) -> Output:
     err = error_output("KeyboardInterrupt", evalue)
     err["interrupted"] = True
     return err
+
+
+def half_import_note(module: str) -> str:
+    """What a cell says when an interrupt stopped the import of ``module`` halfway."""
+    return (f"The interrupt landed while the module {module!r} was being imported, which leaves it "
+            "half-imported: importing it again in the same kernel fails. So the kernel was restarted (the "
+            "cure for a half-imported module) and every variable is gone; run the cells it needs again.")
 
 
 class _Channel:
@@ -305,10 +314,17 @@ class Kernel:
             finally:
                 self._running = None
             duration = time.monotonic() - started
+            if reply.half_imported is not None:  # a later import of it would fail in this child
+                await self._lose(channel)
         if self._asked == seq:
             for out in reply.outputs:
                 if out["type"] == "error" and out["ename"] == "KeyboardInterrupt":
                     out["interrupted"] = True
+        if reply.half_imported is not None:
+            for out in reply.outputs:
+                if out["type"] == "error":
+                    out["evalue"] = half_import_note(reply.half_imported)
+            return ExecResult(reply.status, reply.outputs, duration, restarted=True)
         return ExecResult(reply.status, reply.outputs, duration)
 
     async def interrupt(self) -> bool:

@@ -148,20 +148,24 @@ class NotebookManager:
             log.info("notebook of session %s changed in another process: read again", entry.notebook.session_id)
             entry.notebook = Notebook.from_doc(entry.notebook.session_id, doc)
             entry.base = doc
-        if any(c.status == "running" for c in entry.notebook.cells):
+        if any(c.status in ("running", "waiting") for c in entry.notebook.cells):
             await self._end_dead_runs(entry)  # the process running it may have died since
 
     async def _end_dead_runs(self, entry: Entry) -> None:
         """Cells saved ``running`` by a process that is gone never finish: say so."""
         nb = entry.notebook
-        for cell in [c for c in nb.cells if c.status == "running"]:
-            if entry.running is not None and entry.running.cell_id == cell.id:
+        for cell in [c for c in nb.cells if c.status in ("running", "waiting")]:
+            if cell.id == entry.target or (entry.running is not None and entry.running.cell_id == cell.id):
                 continue
             runner = nb.runners.get(cell.id)
             if runner is not None and runner != self.runner_id and await self._alive(runner):
                 continue  # another server process runs it now
-            cell.status, cell.outputs = "error", [interrupted_output(DEAD_RUN)]
             nb.runners.pop(cell.id, None)
+            if cell.status == "waiting":  # its run never began
+                cell.status, cell.blocked_by = "idle", None
+                await self._commit(entry, "cell_status", cell.to_dict())
+                continue
+            cell.status, cell.outputs = "error", [interrupted_output(DEAD_RUN)]
             await self._commit(entry, "cell_output", cell.to_dict())
 
     async def _alive(self, runner: str) -> bool:
@@ -254,6 +258,7 @@ class NotebookManager:
             cell.code = cell.code if code is None else code
             cell.language = cell.language if language is None else language
             cell.edited_by = by
+            cell.interrupted = False  # edited: a dependent's run may run it again
             if by == "assistant":
                 nb.seen[cell.id] = code_hash(cell.code)
             await self._commit(entry, "cell_updated", cell.to_dict())
@@ -273,6 +278,10 @@ class NotebookManager:
         nb.ran_code.pop(cell_id, None)
         nb.seen.pop(cell_id, None)
         await self._commit(entry, "cell_deleted", {"id": cell_id})
+        for cell in nb.cells:  # nothing stays blocked by (or waiting for) a cell that is gone
+            if cell.blocked_by == cell_id and cell.status == "blocked":
+                cell.status, cell.blocked_by = "idle", None
+                await self._commit(entry, "cell_status", cell.to_dict())
 
     async def replace_cells(self, session_id: str, cells: list[Cell]) -> None:
         """Append ``cells`` (an imported ``.ipynb``) without running them; the import route
@@ -335,6 +344,28 @@ class NotebookManager:
         report.cell = target.to_dict() if target else {"id": cell_id, "status": "deleted"}
         report.duration = time.monotonic() - started
         return report
+
+    async def restart(self, session_id: str, *, run_all: bool = False,
+                      timeout: float | None = None) -> list[RunReport]:
+        """Restart the session's kernel: a run under way is interrupted, the kernel stops (the
+        next run starts a fresh one) and every cell that ran is marked as from the previous
+        kernel. With ``run_all``, then run every cell in order (each within ``timeout``),
+        stopping after the first that does not succeed; the reports of those runs."""
+        entry = await self._entry(session_id)
+        run = entry.running
+        if run is not None:
+            await shielded(self._runs.halt(entry, run, "because the kernel was restarted"))
+        async with entry.run_lock:
+            await entry.kernel.aclose()
+            await self._runs.forget_kernel(entry)
+        reports: list[RunReport] = []
+        for cell_id in [c.id for c in entry.notebook.cells] if run_all else []:
+            if entry.notebook.find(cell_id) is None:
+                continue
+            reports.append(await self.run_cell(session_id, cell_id, timeout=timeout))
+            if reports[-1].status != "success":
+                break
+        return reports
 
     async def interrupt(self, session_id: str, cell_id: str | None = None, *, why: str = "by the user") -> bool:
         """Stop the run of ``cell_id`` (of any cell when None) if this process runs it, or runs

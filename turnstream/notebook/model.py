@@ -28,7 +28,7 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 from ..errors import UnknownCellError
 
 Language = Literal["python", "sql"]
-CellStatus = Literal["idle", "running", "success", "error", "blocked"]
+CellStatus = Literal["idle", "waiting", "running", "success", "error", "blocked"]
 Editor = Literal["user", "assistant"]
 LANGUAGES: tuple[Language, ...] = ("python", "sql")
 DOC_FORMAT = 1
@@ -93,9 +93,16 @@ class Cell:
     outputs: list[Output] = field(default_factory=list)
     execution_count: int | None = None
     blocked_by: str | None = None
-    """When ``blocked``: the upstream cell whose failure stopped this one."""
+    """When ``blocked``: the upstream cell whose failure (or interrupted run) stopped this one;
+    when ``waiting``: the upstream cell that runs first."""
     edited_by: Editor | None = None
     """Who last set its code (or language): ``user`` (the HTTP routes) or ``assistant`` (the tools)."""
+    interrupted: bool = False
+    """Its last run was stopped from outside (an interrupt, the time limit) and its code has not
+    changed since: a run of a cell that depends on it stops instead of running it again."""
+    previous_kernel: bool = False
+    """Its status and outputs come from a kernel that is gone (restarted, timed out, crashed):
+    none of its names exist in the current one until it runs again."""
 
     def to_dict(self, *, include_outputs: bool = True) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -106,6 +113,8 @@ class Cell:
             "execution_count": self.execution_count,
             "blocked_by": self.blocked_by,
             "edited_by": self.edited_by,
+            "interrupted": self.interrupted,
+            "previous_kernel": self.previous_kernel,
         }
         if include_outputs:
             d["outputs"] = list(self.outputs)
@@ -127,6 +136,8 @@ class Cell:
             execution_count=d.get("execution_count"),
             blocked_by=d.get("blocked_by"),
             edited_by=edited_by if edited_by in ("user", "assistant") else None,
+            interrupted=d.get("interrupted") is True,
+            previous_kernel=d.get("previous_kernel") is True,
         )
 
 

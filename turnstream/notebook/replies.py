@@ -8,7 +8,8 @@ has passed here. A line that does not is a ``KernelProtocolError``: the kernel i
 killed, and the request ends as an error (a run as an error output on its cell).
 
 A reply passes when it is a JSON object with the id of the request it answers, a ``status`` of
-``success`` or ``error`` and ``outputs``, a list of outputs of the shapes in ``model``. What
+``success`` or ``error`` and ``outputs``, a list of outputs of the shapes in ``model``, and
+optionally ``half_imported``, a module name. What
 passes is rebuilt from the known fields only (the flags ``timed_out`` and ``interrupted`` are the
 server's to set, never the child's), and made storable: a lone surrogate (a cell may print one)
 becomes its ``\\udXXX`` escape, and an integer beyond 64 bits in a figure becomes a float.
@@ -35,6 +36,8 @@ T = TypeVar("T")
 class Reply:
     status: Literal["success", "error"]
     outputs: list[Output]
+    half_imported: str | None = None
+    """The module an interrupt stopped halfway through its import (the kernel must restart)."""
 
 
 def decode_ready(line: bytes) -> None:
@@ -57,7 +60,10 @@ def decode_reply(line: bytes, request_id: int) -> Reply:
     raw = doc.get("outputs")
     if not isinstance(raw, list):
         _refuse("a reply's outputs must be a list")
-    return Reply(status, [_output(o) for o in raw])
+    half = doc.get("half_imported")
+    if half is not None and not isinstance(half, str):
+        _refuse(f"a reply's half_imported must be a module name, not {_glimpse(half)}")
+    return Reply(status, [_output(o) for o in raw], half[:200] if half else None)
 
 
 def _load(line: bytes) -> Any:

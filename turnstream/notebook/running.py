@@ -23,6 +23,11 @@ from .kernel import ExecResult, Kernel, interrupted_output
 from .model import Cell, Language, Notebook, error_output
 
 
+def waits_on_note(cell_id: str) -> str:
+    """Why a cell did not run: upstream cell ``cell_id`` was interrupted (the page says the same)."""
+    return f"Waits on #{cell_id}, which was interrupted: run or edit it."
+
+
 class Commit(Protocol):
     def __call__(self, entry: Entry, change: str | None, cell: dict[str, Any], **extra: Any) -> Awaitable[None]: ...
 
@@ -40,6 +45,9 @@ class RunReport:
     """Cells whose run began in the kernel, in order (filled in as they start)."""
     interrupted: str | None = None
     """The cell whose run was interrupted (by ``interrupt()`` or a cancelled caller)."""
+    waits_on: str | None = None
+    """Set when nothing ran because an upstream cell was interrupted (or timed out) and has not
+    been run or edited since: that cell's id."""
 
     @property
     def status(self) -> str:
@@ -100,8 +108,31 @@ class Runs:
             await asyncio.wait({run.task})
 
     async def chain(self, entry: Entry, cell_id: str, deadline: float, budget: float,
-                         report: RunReport) -> None:
-        """Run ``cell_id`` after its stale upstream cells; a failure blocks what depends on it."""
+                    report: RunReport) -> None:
+        """Run ``cell_id`` after its stale upstream cells; a failure blocks what depends on it.
+        An upstream cell that was interrupted is never run again by this: nothing runs, and the
+        target is ``blocked`` by it. While upstream cells run, the target is ``waiting``."""
+        nb = entry.notebook
+        target = nb.cell(cell_id)
+        halted = next((c for c in map(nb.find, Graph(nb.cells).upstream(cell_id)) if c and c.interrupted), None)
+        if halted is not None:
+            report.waits_on = halted.id
+            report.blocked.append(cell_id)
+            target.status, target.blocked_by = "blocked", halted.id
+            await self.commit(entry, "cell_status", target.to_dict())
+            return
+        before = (target.status, target.blocked_by)
+        try:
+            await self._chain(entry, cell_id, deadline, budget, report)
+        finally:
+            if target.status == "waiting":  # cancelled before its turn came: as it was
+                target.status, target.blocked_by = before
+                nb.runners.pop(cell_id, None)
+                if nb.find(cell_id) is target:
+                    await shielded(self.commit(entry, "cell_status", target.to_dict()))
+
+    async def _chain(self, entry: Entry, cell_id: str, deadline: float, budget: float,
+                     report: RunReport) -> None:
         nb = entry.notebook
         graph = Graph(nb.cells)
         failed: dict[str, str] = {}  # cell id -> the cell whose failure it carries
@@ -132,12 +163,24 @@ class Runs:
             if cid != cell_id and cid not in stale_cells(nb.cells, Graph(nb.cells), nb.ran_code, nb.live):
                 continue
             current = Graph(nb.cells)
+            if cid != cell_id:
+                await self._wait_for(entry, cell_id, cid)
             ok = await self._run_one(entry, cell, deadline, budget, None,
                                      load_specs(nb.cells, current, cid, infos or []), report)
             if cid != cell_id:
                 report.ran_upstream.append(cid)
             if not ok:
                 failed[cid] = cid
+
+    async def _wait_for(self, entry: Entry, cell_id: str, upstream: str) -> None:
+        """Show ``cell_id`` as waiting for ``upstream``, which runs now."""
+        target = entry.notebook.find(cell_id)
+        if target is None:
+            return
+        target.status, target.blocked_by = "waiting", upstream
+        if self.runner_id is not None:
+            entry.notebook.runners[cell_id] = self.runner_id
+        await self.commit(entry, "cell_status", target.to_dict())
 
     async def _sync_generation(self, entry: Entry, deadline: float) -> KernelError | None:
         """Start the kernel if needed and forget what ran in an earlier one: its names are
@@ -148,10 +191,21 @@ class Runs:
         except KernelError as exc:
             return exc
         if kernel.generation != nb.kernel_generation:
-            nb.live.clear()
-            nb.ran_code.clear()
+            await self.forget_kernel(entry)
             nb.kernel_generation = kernel.generation
         return None
+
+    async def forget_kernel(self, entry: Entry, keep: str | None = None) -> None:
+        """The kernel is gone (restarted, timed out, crashed, stopped when idle): nothing that
+        ran is live any more, and every cell that ran (but ``keep``, whose run ended it) shows
+        its outputs as from the previous kernel."""
+        nb = entry.notebook
+        nb.live.clear()
+        nb.ran_code.clear()
+        for cell in nb.cells:
+            if cell.id != keep and cell.execution_count is not None and not cell.previous_kernel:
+                cell.previous_kernel = True
+                await self.commit(entry, "cell_status", cell.to_dict())
 
     async def _sync_files(self, entry: Entry) -> list[FileInfo]:
         if entry.files_generation != entry.kernel.generation:
@@ -224,12 +278,14 @@ class Runs:
                     out["evalue"] = f"Interrupted {run.why}. " + (
                         out["evalue"] if result.restarted else "The kernel kept its variables.")
         if result.restarted:
-            nb.live.clear()
-            nb.ran_code.clear()
+            await self.forget_kernel(entry, keep=cell.id)
         nb.execution_count += 1
         cell.execution_count = nb.execution_count
         cell.status = result.status
         cell.outputs = list(result.outputs)
+        cell.previous_kernel = False
+        cell.interrupted = code == cell.code and any(
+            o["type"] == "error" and (o.get("interrupted") or o.get("timed_out")) for o in result.outputs)
         nb.runners.pop(cell.id, None)
         nb.ran_code[cell.id] = code
         if result.status == "success":
@@ -240,4 +296,4 @@ class Runs:
             await self.commit(entry, "cell_output", cell.to_dict())
 
 
-__all__ = ["Entry", "Run", "RunReport", "Runs"]
+__all__ = ["Entry", "Run", "RunReport", "Runs", "waits_on_note"]

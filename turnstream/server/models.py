@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from ..agents_config import AgentConfig
 from ..blocks import Block, Usage
@@ -218,12 +218,17 @@ class CellOut(BaseModel):
     id: str
     code: str
     language: Literal["python", "sql"]
-    status: Literal["idle", "running", "success", "error", "blocked"]
+    status: Literal["idle", "waiting", "running", "success", "error", "blocked"]
     outputs: list[dict[str, Any]] = Field(description="stdout, stderr, text, table, plotly and error outputs "
                                                       "(docs/notebook.md).")
     execution_count: int | None
-    blocked_by: str | None
+    blocked_by: str | None = Field(description="When blocked: the upstream cell that failed or was interrupted; "
+                                               "when waiting: the upstream cell running first.")
     edited_by: Literal["user", "assistant"] | None
+    interrupted: bool = Field(default=False, description="Its last run was interrupted or timed out, and it "
+                                                         "was not edited since: no other run re-runs it.")
+    previous_kernel: bool = Field(default=False, description="Its status and outputs are from a kernel that "
+                                                             "has gone (restarted, timed out, crashed).")
 
 
 class NotebookCellOut(CellOut):
@@ -261,6 +266,18 @@ class RunOut(BaseModel):
     ran_upstream: list[str]
     blocked: list[str]
     seconds: float
+    note: str | None = Field(default=None, description="Why it did not run, when an upstream cell stopped it.")
+
+
+class RestartBody(_Body):
+    """A restart of the notebook's kernel."""
+
+    run_all: bool = Field(default=False, description="Then run every cell in order, stopping after the first "
+                                                     "that does not succeed.")
+
+
+class RestartOut(NotebookOut):
+    ran: list[str] = Field(description="The cells run after the restart (run_all), in order.")
 
 
 class InterruptOut(BaseModel):
@@ -286,14 +303,53 @@ class ErrorOut(BaseModel):
     detail: list[dict[str, Any]] | None = None
 
 
+class UIApprovalIn(BaseModel):
+    """A tool part's ``approval`` (AI SDK 6+): the decision, once the user made one."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: Text | None = Field(default=None, max_length=200)
+    approved: StrictBool | None = None
+    reason: Text | None = Field(default=None, max_length=10_000)
+
+
+TEXT_PARTS = ("text", "reasoning")
+
+
+class UIPartIn(BaseModel):
+    """A part of a ``UIMessage``. The fields this server reads are typed as the AI SDK types
+    them (a ``text`` is a string, never a number); a part's other fields, and the kinds it
+    does not read (``step-start``, ``source-url``, ``data-*``), pass unread."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: Annotated[str, Field(min_length=1, max_length=200, description="text, reasoning, file, tool-<name>, "
+                                                                         "dynamic-tool, step-start, data-<name>…")]
+    text: Text | None = Field(default=None, max_length=500_000, description="A text or reasoning part's text.")
+    mediaType: Text | None = Field(default=None, max_length=100)
+    url: Text | None = Field(default=None, max_length=MAX_PART_CHARS)
+    filename: Text | None = Field(default=None, max_length=255)
+    toolCallId: Text | None = Field(default=None, max_length=200)
+    toolName: Text | None = Field(default=None, max_length=200)
+    state: Text | None = Field(default=None, max_length=100)
+    errorText: Text | None = Field(default=None, max_length=100_000)
+    approval: UIApprovalIn | None = None
+
+    @model_validator(mode="after")
+    def _text_has_text(self) -> UIPartIn:
+        if self.type in TEXT_PARTS and self.text is None:
+            raise ValueError(f"a {self.type} part needs its text (a string)")
+        return self
+
+
 class UIMessageIn(BaseModel):
     """A message as ``useChat`` sends it (AI SDK ``UIMessage``)."""
 
     model_config = ConfigDict(extra="allow")
 
-    id: str = ""
+    id: str = Field(default="", max_length=200)
     role: Literal["system", "user", "assistant"]
-    parts: list[dict[str, Any]] = Field(default_factory=list)
+    parts: list[UIPartIn] = Field(default_factory=list)
 
 
 class ChatApproval(_Body):
@@ -330,7 +386,7 @@ class ChatRequest(BaseModel):
     @classmethod
     def _storable_messages(cls, v: list[UIMessageIn]) -> list[UIMessageIn]:
         for m in v:
-            storable_json(m.parts)
+            storable_json([p.model_extra for p in m.parts])
         return v
 
 
@@ -358,5 +414,7 @@ __all__ = [
     "ToolResultOut",
     "TurnCreate",
     "TurnOut",
+    "UIApprovalIn",
     "UIMessageIn",
+    "UIPartIn",
 ]

@@ -1,4 +1,4 @@
-"""The notebook of a session over HTTP: read it, edit cells, run and interrupt them.
+"""The notebook of a session over HTTP: read it, edit cells, run and interrupt them, restart its kernel.
 
 Every route goes through the process's ``NotebookManager``, as the assistant's tools do, so a
 user's edit is saved, broadcast to every open tab (``ws.py``) and seen by the assistant's next
@@ -15,11 +15,23 @@ from starlette.responses import JSONResponse, Response
 
 from ..errors import ApiError, UnknownCellError
 from ..notebook import NotebookManager
+from ..notebook.running import waits_on_note
 from ..toolsets.notebook import RUN_TIMEOUT
 from .api import API, Call, Reply
 from .auth import owned_session
 from .errors import not_found
-from .models import CellCreate, CellOut, CellPatch, Deleted, EditConflictOut, InterruptOut, NotebookOut, RunOut
+from .models import (
+    CellCreate,
+    CellOut,
+    CellPatch,
+    Deleted,
+    EditConflictOut,
+    InterruptOut,
+    NotebookOut,
+    RestartBody,
+    RestartOut,
+    RunOut,
+)
 
 BASE = "/api/sessions/{session_id}/notebook"
 CELL = BASE + "/cells/{cell_id}"
@@ -103,7 +115,21 @@ async def run_cell(call: Call) -> Response:
     except UnknownCellError:
         raise unknown_cell(cell_id) from None
     return JSONResponse({"cell": report.cell, "ran_upstream": report.ran_upstream, "blocked": report.blocked,
-                         "seconds": round(report.duration, 3)})
+                         "seconds": round(report.duration, 3),
+                         "note": waits_on_note(report.waits_on) if report.waits_on else None})
+
+
+@API.route("POST", BASE + "/restart", body=RestartBody,
+           summary="Restart the kernel (every variable goes; a run under way is interrupted), then optionally "
+                   f"run every cell in order (each within {RUN_TIMEOUT:g} s)",
+           replies={200: Reply("The notebook once done: every cell that ran before is marked previous_kernel.",
+                               RestartOut)})
+async def restart_kernel(call: Call) -> Response:
+    manager, sid = await session_notebook(call)
+    body = call.parsed(RestartBody)
+    reports = await manager.restart(sid, run_all=body.run_all, timeout=RUN_TIMEOUT)
+    state = notebook_json(await manager.state(sid))
+    return JSONResponse({**state, "ran": [r.cell["id"] for r in reports]})
 
 
 @API.route("POST", CELL + "/interrupt",

@@ -1,4 +1,4 @@
-"""The notebook toolset (SPEC §12): the model reads, edits and runs the session's notebook.
+"""The notebook toolset: the model reads, edits and runs the session's notebook.
 
 The host puts a ``NotebookManager`` in ``deps["notebooks"]``; the notebook is the one of the
 calling session. Results are small JSON-able dicts written for the model: outputs are shown
@@ -11,6 +11,7 @@ import asyncio
 from typing import Any, Literal
 
 from ..notebook import NotebookManager, Output, RunReport
+from ..notebook.running import waits_on_note
 from ..tools import Tool, ToolContext, tool
 
 TOOLSET = "notebook"
@@ -79,6 +80,9 @@ async def get_notebook_state(ctx: ToolContext, include_outputs: bool = False) ->
                                   "defines", "uses", "depends_on")}
         if c.get("blocked_by"):
             item["blocked_by"] = c["blocked_by"]
+        for flag in ("interrupted", "previous_kernel"):  # only when true: see restart_kernel, run_cell
+            if c.get(flag):
+                item[flag] = True
         if include_outputs:
             item["outputs"] = _outputs(c)
         cells.append(item)
@@ -137,7 +141,11 @@ def run_result(report: RunReport) -> dict[str, Any]:
                               "execution_count": cell.get("execution_count"),
                               "outputs": _outputs(cell), "ran_upstream": report.ran_upstream,
                               "seconds": round(report.duration, 3)}
-    if cell.get("blocked_by"):
+    if report.waits_on:
+        result["blocked_by"] = report.waits_on
+        result["note"] = (f"Not run: {waits_on_note(report.waits_on)} It is not run again by itself; run it "
+                          "(or change it) only if the user wants, or ask them.")
+    elif cell.get("blocked_by"):
         result["blocked_by"] = cell["blocked_by"]
         result["note"] = (f"Not run: upstream cell {cell['blocked_by']} failed. "
                           "Fix that cell, then run this one again.")
@@ -179,6 +187,23 @@ def cancel_note(manager: NotebookManager, session_id: str, cell_id: str, report:
             f"(the turn was cancelled or ran out of time); it ended with {how}")
 
 
+@tool(timeout=RUN_TIMEOUT * 4)
+async def restart_kernel(ctx: ToolContext, run_all: bool = False) -> dict[str, Any]:
+    """Restart the notebook's kernel: every variable and import is gone, and every cell must run
+    again. Use it when the kernel is broken (a half-imported module, a cell interrupted or timed
+    out that left things inconsistent) or the user asks for it.
+
+    Args:
+        run_all: Then run every cell in order, stopping at the first that does not succeed.
+    """
+    manager = _manager(ctx)
+    reports = await manager.restart(ctx.session_id, run_all=run_all, timeout=RUN_TIMEOUT)
+    result: dict[str, Any] = {"restarted": True, "ran": [run_result(r) for r in reports]}
+    if not run_all:
+        result["note"] = "Every cell is stale now; run_cell runs what a cell needs first."
+    return result
+
+
 @tool(requires_approval=True, idempotent=True)
 async def delete_cell(ctx: ToolContext, cell_id: str) -> dict[str, Any]:
     """Delete a cell from the notebook (the user must approve).
@@ -192,7 +217,7 @@ async def delete_cell(ctx: ToolContext, cell_id: str) -> dict[str, Any]:
     return {"deleted": cell_id, "remaining_cells": len(nb.cells)}
 
 
-NOTEBOOK_TOOLS: list[Tool] = [get_notebook_state, create_cell, update_cell, run_cell, delete_cell]
+NOTEBOOK_TOOLS: list[Tool] = [get_notebook_state, create_cell, update_cell, run_cell, restart_kernel, delete_cell]
 
 __all__ = ["NOTEBOOK_TOOLS", "TOOLSET", "compact_output", "create_cell", "delete_cell",
-           "get_notebook_state", "run_cell", "run_result", "update_cell"]
+           "get_notebook_state", "restart_kernel", "run_cell", "run_result", "update_cell"]

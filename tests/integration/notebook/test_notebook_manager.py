@@ -143,15 +143,17 @@ async def test_every_change_is_saved_and_announced(recorder: Recorder, manager: 
     events = recorder.events[sid]
     assert [(e["change"], e["cell"]["id"]) for e in events] == [
         ("cell_created", a.id), ("cell_created", b.id), ("cell_updated", b.id),
+        ("cell_status", b.id),  # waiting for a
         ("cell_status", a.id), ("cell_output", a.id), ("cell_status", b.id), ("cell_output", b.id),
         ("cell_deleted", a.id),
     ]
     assert [e["version"] for e in events] == list(range(1, len(events) + 1))
     assert all(e["type"] == "notebook" and e["session_id"] == sid for e in events)
     assert events[1]["index"] == 1
-    assert events[5]["cell"]["status"] == "running"
-    assert events[6]["cell"]["status"] == "success"
-    assert events[6]["cell"]["outputs"] == [{"type": "text", "text": "3"}]
+    assert (events[3]["cell"]["status"], events[3]["cell"]["blocked_by"]) == ("waiting", a.id)
+    assert events[6]["cell"]["status"] == "running"
+    assert events[7]["cell"]["status"] == "success"
+    assert events[7]["cell"]["outputs"] == [{"type": "text", "text": "3"}]
     assert events[-1]["cell"] == {"id": a.id}
 
     doc = recorder.store.load_notebook(sid)

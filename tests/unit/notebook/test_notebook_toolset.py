@@ -9,7 +9,8 @@ from turnstream.toolsets.notebook import MAX_TEXT, NOTEBOOK_TOOLS, TOOLSET, comp
 def test_the_toolset_matches_the_spec() -> None:
     assert TOOLSET == "notebook"
     by_name = {t.name: t for t in NOTEBOOK_TOOLS}
-    assert list(by_name) == ["get_notebook_state", "create_cell", "update_cell", "run_cell", "delete_cell"]
+    assert list(by_name) == ["get_notebook_state", "create_cell", "update_cell", "run_cell", "restart_kernel",
+                            "delete_cell"]
     assert by_name["delete_cell"].requires_approval
     assert not any(t.requires_approval for n, t in by_name.items() if n != "delete_cell")
     assert by_name["run_cell"].timeout > 30

@@ -1,0 +1,229 @@
+"""Restarting a kernel, and the runs that must not cost the user their work (issue 26: N1, N5):
+an interrupt that lands inside an import, an interrupted cell that a dependent would re-run,
+the marks of cells whose kernel is gone, and "blocked by" a cell that was deleted. All on a
+real sandboxed kernel."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+import pytest_asyncio
+
+from tests.support.processes import cmdline, descendants
+from turnstream.notebook import InMemoryNotebooks, KernelLimits, NotebookManager
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+_ids = itertools.count()
+
+# A package whose import takes as long as its `delay` file says, and whose submodule, imported
+# first, keeps a reference to the package: after an import stopped halfway, importing it again in
+# the same process finds the submodule bound to the half-made package (as pandas'
+# `_pandas_datetime_CAPI` error). Cell 1 writes it into the kernel's working directory.
+WRITE_PACKAGE = '''import os, sys
+pkgdir = os.path.abspath("slowpkg-{tag}")
+os.makedirs(os.path.join(pkgdir, "slowpkg"), exist_ok=True)
+def put(name, text):
+    with open(os.path.join(pkgdir, "slowpkg", name), "w") as f:
+        f.write(text)
+put("__init__.py", "import time\\nfrom . import fast\\n"
+    "time.sleep(float(open(__file__.replace('__init__.py', 'delay')).read()))\\nREADY = 'ready'\\n")
+put("fast.py", "import slowpkg\\ndef ok():\\n    return slowpkg.READY\\n")
+put("delay", "{delay}")
+'''
+IMPORT_PACKAGE = "import sys\nsys.path.insert(0, pkgdir)\nimport slowpkg\nslowpkg.fast.ok()"
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def manager() -> AsyncIterator[NotebookManager]:
+    m = NotebookManager(InMemoryNotebooks(), limits=KernelLimits(time_limit=3.0, interrupt_grace=1.0))
+    yield m
+    await m.aclose()
+
+
+@pytest.fixture
+def sid() -> str:
+    return f"restart-{next(_ids)}"
+
+
+async def until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)  # polling the manager's state with a deadline
+
+
+def status_is(manager: NotebookManager, sid: str, cell_id: str, *statuses: str) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return (await manager.notebook(sid)).cell(cell_id).status in statuses
+    return check
+
+
+def importing(manager: NotebookManager, sid: str) -> Callable[[], Awaitable[bool]]:
+    """Whether the kernel's main thread sleeps (in the slow import: nothing else sleeps there)."""
+    async def check() -> bool:
+        kernel = manager.kernel(sid)
+        if kernel is None or kernel.pid is None:
+            return False
+        for pid in descendants(kernel.pid) | {kernel.pid}:
+            try:
+                with open(f"/proc/{pid}/wchan") as f:
+                    if "child.py" in cmdline(pid) and "nanosleep" in f.read():
+                        return True
+            except OSError:
+                continue
+        return False
+    return check
+
+
+async def cells(manager: NotebookManager, sid: str) -> dict[str, dict[str, object]]:
+    return {c["id"]: c for c in (await manager.state(sid))["cells"]}
+
+
+async def test_an_interrupt_inside_an_import_restarts_the_kernel_and_the_next_run_imports_cleanly(
+        manager: NotebookManager, sid: str) -> None:
+    writer = await manager.create_cell(sid, WRITE_PACKAGE.format(tag=sid, delay=60))
+    importer = await manager.create_cell(sid, IMPORT_PACKAGE)
+    task = asyncio.ensure_future(manager.run_cell(sid, importer.id))
+    await until(importing(manager, sid), "the import to sleep")
+    kernel = manager.kernel(sid)
+    assert kernel is not None
+    generation = kernel.generation
+    assert await manager.interrupt(sid, importer.id) is True
+    report = await task
+    error = report.cell["outputs"][-1]
+    assert report.status == "error" and error["interrupted"] is True
+    assert "'slowpkg' was being imported" in error["evalue"] and "restarted" in error["evalue"], error
+    assert report.cell["interrupted"] is True
+    state = await cells(manager, sid)
+    assert state[writer.id]["previous_kernel"] is True and state[writer.id]["stale"] is True
+    # The user makes the import quick and runs the cell again: the package is imported whole,
+    # in a fresh kernel (in the old one, `fast` would still point at the half-made package).
+    await manager.update_cell(sid, writer.id, WRITE_PACKAGE.format(tag=sid, delay=0), by="user")
+    await manager.update_cell(sid, importer.id, IMPORT_PACKAGE + "\n", by="user")
+    report = await manager.run_cell(sid, importer.id)
+    assert report.ran_upstream == [writer.id]
+    assert report.status == "success", report.cell["outputs"]
+    assert report.cell["outputs"] == [{"type": "text", "text": "'ready'"}]
+    assert kernel.generation > generation
+
+
+async def test_the_tool_result_of_an_interrupted_import_names_the_restart(manager: NotebookManager,
+                                                                         sid: str) -> None:
+    from turnstream.toolsets.notebook import run_result
+
+    await manager.create_cell(sid, WRITE_PACKAGE.format(tag=sid, delay=60))
+    importer = await manager.create_cell(sid, IMPORT_PACKAGE)
+    task = asyncio.ensure_future(manager.run_cell(sid, importer.id))
+    await until(importing(manager, sid), "the import to sleep")
+    await manager.interrupt(sid, importer.id)
+    result = run_result(await task)
+    assert "half-imported" in result["outputs"][-1]["error"]
+    assert "kernel was restarted" in result["outputs"][-1]["error"]
+
+
+async def test_a_dependent_never_reruns_an_interrupted_loop(manager: NotebookManager, sid: str) -> None:
+    first = await manager.create_cell(sid, "a = 1")
+    loop = await manager.create_cell(sid, "n = 0\nwhile True:\n    n += 1")
+    uses = await manager.create_cell(sid, "a + n")
+    await manager.run_cell(sid, first.id)
+    task = asyncio.ensure_future(manager.run_cell(sid, loop.id))
+    await until(status_is(manager, sid, loop.id, "running"), "the loop to run")
+    kernel = manager.kernel(sid)
+    assert kernel is not None
+    generation = kernel.generation
+    assert await manager.interrupt(sid, loop.id) is True
+    assert (await task).cell["interrupted"] is True
+    started = time.monotonic()
+    report = await manager.run_cell(sid, uses.id)
+    assert time.monotonic() - started < 1.0  # it stops at once: the loop did not run again
+    assert report.started == [] and report.waits_on == loop.id
+    state = await cells(manager, sid)
+    assert state[uses.id]["status"] == "blocked" and state[uses.id]["blocked_by"] == loop.id
+    assert state[first.id]["status"] == "success" and state[first.id]["previous_kernel"] is False
+    assert kernel.generation == generation  # nothing was restarted: `a` is still there
+    # Editing the loop lifts the stop: it is an upstream cell like any other again.
+    await manager.update_cell(sid, loop.id, "n = 5", by="user")
+    report = await manager.run_cell(sid, uses.id)
+    assert report.ran_upstream == [loop.id]
+    assert report.cell["outputs"] == [{"type": "text", "text": "6"}]
+
+
+async def test_a_loop_that_timed_out_is_not_rerun_either_and_earlier_cells_show_the_lost_kernel(
+        manager: NotebookManager, sid: str) -> None:
+    first = await manager.create_cell(sid, "a = 1")
+    loop = await manager.create_cell(sid, "n = 0\nwhile True:\n    n += 1")
+    uses = await manager.create_cell(sid, "a + n")
+    await manager.run_cell(sid, first.id)
+    report = await manager.run_cell(sid, loop.id)  # the 3 s time limit: the kernel is restarted
+    assert report.cell["outputs"][-1]["timed_out"] is True and report.cell["interrupted"] is True
+    state = await cells(manager, sid)
+    assert state[first.id]["previous_kernel"] is True and state[first.id]["stale"] is True
+    report = await manager.run_cell(sid, uses.id)
+    assert report.started == [] and report.waits_on == loop.id
+
+
+async def test_the_dependent_shows_waiting_for_the_upstream_cell_that_runs(manager: NotebookManager,
+                                                                          sid: str) -> None:
+    slow = await manager.create_cell(sid, "import time\ntime.sleep(1.5)\nx = 2")
+    uses = await manager.create_cell(sid, "x * 21")
+    seen: list[tuple[str, str | None]] = []
+
+    async def watch() -> None:
+        while True:
+            cell = (await manager.notebook(sid)).cell(uses.id)
+            if not seen or seen[-1] != (cell.status, cell.blocked_by):
+                seen.append((cell.status, cell.blocked_by))
+            await asyncio.sleep(0.01)  # sampling the state while the run goes on
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        report = await manager.run_cell(sid, uses.id)
+    finally:
+        watcher.cancel()
+    assert report.cell["outputs"] == [{"type": "text", "text": "42"}]
+    assert ("waiting", slow.id) in seen and ("idle", None) not in seen[1:], seen
+
+
+async def test_a_blocked_cell_never_names_a_deleted_one(manager: NotebookManager, sid: str) -> None:
+    bad = await manager.create_cell(sid, "x = 1 / 0")
+    uses = await manager.create_cell(sid, "x + 1")
+    await manager.run_cell(sid, uses.id)
+    assert (await manager.notebook(sid)).cell(uses.id).blocked_by == bad.id
+    await manager.delete_cell(sid, bad.id)
+    cell = (await manager.notebook(sid)).cell(uses.id)
+    assert (cell.status, cell.blocked_by) == ("idle", None)
+
+
+async def test_restart_marks_what_ran_and_restart_and_run_all_runs_every_cell(manager: NotebookManager,
+                                                                             sid: str) -> None:
+    first = await manager.create_cell(sid, "a = 20")
+    second = await manager.create_cell(sid, "b = a + 1")
+    never = await manager.create_cell(sid, "b * 2")
+    await manager.run_cell(sid, second.id)
+    assert await manager.restart(sid) == []
+    state = await cells(manager, sid)
+    assert [state[c.id]["previous_kernel"] for c in (first, second, never)] == [True, True, False]
+    assert all(state[c.id]["stale"] for c in (first, second, never))
+    probe = await manager.create_cell(sid, "'a' in dir()")
+    assert (await manager.run_cell(sid, probe.id)).cell["outputs"] == [{"type": "text", "text": "False"}]
+    await manager.delete_cell(sid, probe.id)
+    reports = await manager.restart(sid, run_all=True)
+    assert [r.cell["id"] for r in reports] == [first.id, second.id, never.id]
+    assert reports[-1].cell["outputs"] == [{"type": "text", "text": "42"}]
+    state = await cells(manager, sid)
+    assert not any(c["previous_kernel"] or c["stale"] for c in state.values())
+
+
+async def test_restart_interrupts_a_run_under_way(manager: NotebookManager, sid: str) -> None:
+    slow = await manager.create_cell(sid, "import time\ntime.sleep(60)")
+    task = asyncio.ensure_future(manager.run_cell(sid, slow.id))
+    await until(status_is(manager, sid, slow.id, "running"), "the cell to run")
+    await manager.restart(sid)
+    report = await task
+    assert report.status == "error"
+    assert "Interrupted because the kernel was restarted" in report.cell["outputs"][-1]["evalue"]
+    assert (await cells(manager, sid))[slow.id]["previous_kernel"] is True
