@@ -8,7 +8,7 @@ SUM    := $(shell cksum pyproject.toml | cut -d' ' -f1)
 STAMP  := $(VENV)/.installed-$(SUM)
 SERVE_STAMP := $(VENV)/.serve-$(SUM)
 
-.PHONY: serve test interop lint typecheck unit bench clean postgres e2e-deps sandbox web-assets
+.PHONY: serve test interop lint typecheck unit bench clean postgres e2e-deps sandbox web-assets cluster cluster-down test-cluster
 
 $(BIN)/python:
 	@echo "==> Creating a virtual environment in $(VENV) ($$($(PYTHON) --version))"
@@ -82,6 +82,21 @@ test: $(STAMP) sandbox postgres e2e-deps web-assets
 # made on the first run (about a minute and a half) and kept.
 interop: $(STAMP)
 	TURNSTREAM_INTEROP=1 $(BIN)/pytest -q -p no:cacheprovider tests/interop
+
+# Several processes behind a load balancer, on this machine (docs/deploy.md; needs root): a
+# PostgreSQL of its own, three `turnstream serve` each in a network namespace of its own, and
+# HAProxy (deploy/haproxy.cfg) on 127.0.0.1:8000. It keeps running; `make cluster-down` removes it.
+cluster: $(STAMP) sandbox postgres web-assets
+	@bash scripts/ensure-haproxy.sh
+	@$(BIN)/python -m tests.support.cluster up $(CLUSTER_ARGS)
+
+cluster-down:
+	@$(BIN)/python -m tests.support.cluster down
+
+# The cluster suite (tests/cluster): real nodes, HAProxy and PostgreSQL, one cluster per test (root).
+test-cluster: $(STAMP) sandbox postgres
+	@bash scripts/ensure-haproxy.sh
+	TURNSTREAM_CLUSTER=1 $(BIN)/pytest -q -p no:cacheprovider tests/cluster
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py $(BENCH_ARGS)

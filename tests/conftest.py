@@ -26,6 +26,10 @@ from tests.support.network import guarded_connect, guarded_connect_ex
 # The interop suite starts third-party servers from their own environments (minutes on a first
 # run): it runs under ``make interop`` (TURNSTREAM_INTEROP=1), not in ``make test``.
 collect_ignore = [] if os.environ.get("TURNSTREAM_INTEROP") else ["interop"]
+# The cluster suite builds network namespaces and runs HAProxy (root): it runs under
+# ``make test-cluster`` (TURNSTREAM_CLUSTER=1), which ``.ci/run`` calls after ``make test``.
+if not os.environ.get("TURNSTREAM_CLUSTER"):
+    collect_ignore.append("cluster")
 
 _LEAKY_PREFIXES = ("TURNSTREAM_", "ANTHROPIC_", "OPENAI_")
 _scenario_names = itertools.count()
