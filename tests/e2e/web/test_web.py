@@ -309,3 +309,12 @@ def test_notebook_chart_title_and_placeholder_fit_a_phone(server: Server) -> Non
 
 def test_an_image_from_a_tool_is_shown(gated_server: Server) -> None:
     _run(gated_server, "an image a tool returns", "messages.test.mjs")
+
+
+# Issue 26, a notebook that forgives (forgiving.test.mjs) ------------------------------------------
+def test_notebook_restart_kernel_and_restart_and_run_all(server: Server) -> None:
+    _run(server, "Restart kernel asks first", "forgiving.test.mjs")
+
+
+def test_notebook_a_cell_waits_on_an_interrupted_loop(server: Server) -> None:
+    _run(server, "a cell that uses an interrupted loop waits on it", "forgiving.test.mjs")

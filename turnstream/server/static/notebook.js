@@ -46,6 +46,8 @@ export class NotebookView {
     this.warning = root.querySelector(".sandbox-warning");
     this.addButton = root.querySelector("#nb-add");
     this.runAllButton = root.querySelector("#nb-run-all");
+    this.restartButton = root.querySelector("#nb-restart");
+    this.restartRunButton = root.querySelector("#nb-restart-run");
     this.onStatus = onStatus || (() => {});
     this.onPlaces = onPlaces || (() => {}); // the cells' places may have changed
     this.cells = new Map(); // id -> entry {id, data, node, editor, base, sending, timer, saving, theirs}
@@ -53,6 +55,8 @@ export class NotebookView {
     this.sessionId = null;
     this.addButton.addEventListener("click", () => this.addCell(this.cells.size));
     this.runAllButton.addEventListener("click", () => this.runAll());
+    this.restartButton.addEventListener("click", () => this.restart(false));
+    this.restartRunButton.addEventListener("click", () => this.restart(true));
     this.open(null);
   }
 
@@ -239,17 +243,18 @@ export class NotebookView {
     const { node, data: cell } = entry;
     const status = cell.status || "idle";
     node.dataset.status = status;
-    node.querySelector(".cell-count").textContent = status === "running" ? "[*]" : `[${cell.execution_count ?? " "}]`;
+    const running = status === "running" || status === "waiting";
+    node.querySelector(".cell-count").textContent = running ? "[*]" : `[${cell.execution_count ?? " "}]`;
     node.querySelector(".cell-count").title = "Execution count";
     const lang = node.querySelector(".cell-lang");
     if (lang.value !== (cell.language || "python")) lang.value = cell.language || "python";
     if (prev.language !== undefined && prev.language !== cell.language) entry.editor.setLanguage(cell.language || "python");
     const badge = node.querySelector(".badge");
-    badge.className = `badge badge-${status}`;
-    badge.textContent = status;
-    badge.title = status === "blocked" && cell.blocked_by ? `blocked by cell ${cell.blocked_by}` : "";
-    if (status === "blocked" && cell.blocked_by) badge.textContent = `blocked by #${cell.blocked_by}`;
-    const running = status === "running";
+    const [kind, text, title] = this.badge(cell, status);
+    badge.className = `badge badge-${kind}`;
+    badge.textContent = text;
+    badge.title = title;
+    node.dataset.previous = String(Boolean(cell.previous_kernel));
     const { run, interrupt } = entry.controls;
     // Run and Interrupt share a place; the focus follows when one replaces the other.
     const had = document.activeElement;
@@ -260,6 +265,24 @@ export class NotebookView {
     if (cell.outputs && JSON.stringify(prev.outputs) !== JSON.stringify(cell.outputs)) {
       node.querySelector(".cell-outputs").replaceChildren(...cell.outputs.map(renderOutput));
     }
+  }
+
+  // A cell's state in words: [badge kind, text, title].
+  badge(cell, status) {
+    const up = cell.blocked_by;
+    if (status === "waiting" && up) return ["waiting", `waiting for #${up}`, `cell ${up} runs first`];
+    if (status === "blocked" && up) {
+      if (this.cells.get(up)?.data.interrupted) {
+        const text = `waits on #${up}, which was interrupted: run or edit it`;
+        return ["blocked", text, text];
+      }
+      return ["blocked", `blocked by #${up}`, `blocked by cell ${up}`];
+    }
+    if (cell.previous_kernel && status !== "running") {
+      return ["previous", `${status} · previous kernel`,
+        "The kernel was restarted since this ran: its names are gone until it runs again"];
+    }
+    return [status, status, ""];
   }
 
   // --- edits and conflicts ------------------------------------------------------------------
@@ -429,6 +452,32 @@ export class NotebookView {
       }
     } finally {
       this.runAllButton.disabled = this.cells.size === 0;
+    }
+  }
+
+  // Restarts the kernel (after the page's own confirmation), then runs every cell when asked.
+  async restart(runAll) {
+    const ok = await confirmDialog({
+      title: runAll ? "Restart the kernel and run all cells?" : "Restart the kernel?",
+      message: "Every variable and import in the kernel goes; the cells and their code stay. "
+        + (runAll ? "Then every cell runs in order, stopping at the first that fails." : "Run the cells again to get them back."),
+      confirm: runAll ? "Restart and run all" : "Restart",
+    });
+    if (!ok) return;
+    const buttons = [this.restartButton, this.restartRunButton, this.runAllButton];
+    for (const b of buttons) b.disabled = true;
+    try {
+      const res = await call(this.url("/restart"), "POST", { run_all: runAll });
+      if (!res.ok) failure("The kernel was not restarted", res);
+      else {
+        this.setState(res.body.cells || [], res.body.version);
+        announce(runAll ? `Kernel restarted; ${res.body.ran.length} cells ran` : "Kernel restarted");
+      }
+    } catch (err) {
+      toast(`The kernel was not restarted: ${err.message}`);
+    } finally {
+      for (const b of buttons) b.disabled = !this.sessionId;
+      this.refreshEmpty();
     }
   }
 

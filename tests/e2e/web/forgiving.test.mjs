@@ -1,0 +1,84 @@
+// A notebook that forgives (issue 26): restarting the kernel from the notebook's header, the
+// marks of cells that ran in a kernel that is gone, and a dependent cell that waits on an
+// interrupted one instead of running it again.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { api, launch, newSession, openPage } from "./support.mjs";
+
+const cellAt = (page, i) => page.locator(".cells .cell").nth(i);
+
+async function serverCells(sid) {
+  return (await api(`/api/sessions/${sid}/notebook`)).cells;
+}
+
+async function addCell(sid, code) {
+  return api(`/api/sessions/${sid}/notebook/cells`, { method: "POST", body: { code } });
+}
+
+async function confirm(page) {
+  await page.waitForSelector("#confirm-dialog[open]");
+  await page.click("#confirm-ok");
+  await page.waitForSelector("#confirm-dialog", { state: "hidden" });
+}
+
+test("Restart kernel asks first, shows what ran as from the previous kernel, and Restart and run all runs it again", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Restart");
+    const first = await addCell(session.id, "a = 20");
+    const second = await addCell(session.id, "a * 2 + 2");
+    await api(`/api/sessions/${session.id}/notebook/cells/${second.id}/run`, { method: "POST" });
+    const page = await openPage(context, session.id);
+    await page.waitForSelector("#live-state[data-state='live']");
+    await page.waitForSelector(".cells .cell[data-status='success'] .out-text");
+
+    // Cancel keeps the kernel; Restart (confirmed) marks both cells.
+    await page.click("#nb-restart");
+    await page.waitForSelector("#confirm-dialog[open]");
+    await page.click("#confirm-dialog button[value='cancel']");
+    assert.deepEqual((await serverCells(session.id)).map((c) => c.previous_kernel), [false, false]);
+    await page.click("#nb-restart");
+    await confirm(page);
+    await page.waitForSelector(".cells .cell[data-previous='true'] >> nth=1");
+    assert.match(await cellAt(page, 1).locator(".badge").textContent(), /success · previous kernel/);
+    const stored = await serverCells(session.id);
+    assert.deepEqual(stored.map((c) => [c.id, c.previous_kernel, c.stale]), [[first.id, true, true], [second.id, true, true]]);
+
+    await page.click("#nb-restart-run");
+    await confirm(page);
+    await page.waitForFunction(() => [...document.querySelectorAll(".cells .cell")].every(
+      (c) => c.dataset.previous === "false" && c.dataset.status === "success"));
+    assert.equal((await cellAt(page, 1).locator(".out-text").textContent()).trim(), "42");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("a cell that uses an interrupted loop waits on it instead of running it again", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Interrupted loop");
+    await addCell(session.id, "n = 0\nwhile True:\n    n += 1");
+    const uses = await addCell(session.id, "n");
+    const page = await openPage(context, session.id);
+    await page.waitForSelector("#live-state[data-state='live']");
+    await page.click("[aria-label='Run cell 1 (Ctrl+Enter)']");
+    await page.waitForSelector(".cells .cell[data-status='running']");
+    await page.click("[aria-label='Interrupt cell 1']");
+    await page.waitForSelector(".cells .cell[data-status='error']");
+    await page.click("[aria-label='Run cell 2 (Ctrl+Enter)']");
+    await page.waitForSelector(".cells .cell[data-status='blocked']");
+    const badge = (await cellAt(page, 1).locator(".badge").textContent()).trim();
+    const loopId = (await serverCells(session.id))[0].id;
+    assert.equal(badge, `waits on #${loopId}, which was interrupted: run or edit it`);
+    const stored = await serverCells(session.id);
+    assert.equal(stored[0].status, "error");
+    assert.equal(stored[0].execution_count, 1, "the loop ran once, never again");
+    assert.equal(stored.find((c) => c.id === uses.id).blocked_by, loopId);
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
