@@ -16,7 +16,6 @@ Which version: the transport does not say, so the client does, in this order:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
@@ -25,7 +24,7 @@ from ..errors import ContentRejected
 from .aisdk import VERSIONS, Version
 from .api import Call
 from .errors import invalid_field
-from .models import UIMessageIn
+from .models import UIMessageIn, UIPartIn
 
 HEADER = "x-ai-sdk-version"
 QUERY = "ai_sdk"
@@ -46,14 +45,14 @@ def requested_version(call: Call, messages: list[UIMessageIn] | None = None) -> 
         raise invalid_field([where, name], f"must be one of {', '.join(map(str, VERSIONS))} (the major of the "
                                            f"`ai` package), not {raw!r}")
     for m in messages or ():
-        if any(tool_part_name(p) is not None and (p.get("state") in _APPROVAL_STATES or "approval" in p)
+        if any(tool_part_name(p) is not None and (p.state in _APPROVAL_STATES or p.approval is not None)
                for p in m.parts):
             return 6
     return 5
 
 
 def message_text(message: UIMessageIn) -> str:
-    return "".join(str(p.get("text", "")) for p in message.parts if p.get("type") == "text")
+    return "".join(p.text or "" for p in message.parts if p.type == "text")
 
 
 FILE_FIELDS = {"media_type": "mediaType", "data": "url"}
@@ -67,28 +66,27 @@ def file_parts(message: UIMessageIn, where: tuple[str | int, ...]) -> tuple[list
     media: list[MediaPart] = []
     index: list[int] = []
     for i, p in enumerate(message.parts):
-        if p.get("type") != "file":
+        if p.type != "file":
             continue
         field: list[str | int] = [*where, "parts", i]
-        media_type, url, name = p.get("mediaType"), p.get("url"), p.get("filename")
-        if not isinstance(media_type, str) or not media_type:
+        media_type, url, name = p.mediaType, p.url, p.filename
+        if not media_type:
             raise ContentRejected([*field, "mediaType"], "a file part needs its mediaType")
-        if not isinstance(url, str) or not url.startswith("data:") or ";base64," not in url[:200]:
+        if url is None or not url.startswith("data:") or ";base64," not in url[:200]:
             raise ContentRejected([*field, "url"], "must be a data: URL holding the bytes in base64 "
                                                    "(data:<type>;base64,…); other URLs are not fetched")
         data = decode_base64(url, [*field, "url"])
-        media.append(part_of(media_type, data, name if isinstance(name, str) and name else None))
+        media.append(part_of(media_type, data, name or None))
         index.append(i)
     return media, index
 
 
-def tool_part_name(part: dict[str, Any]) -> str | None:
+def tool_part_name(part: UIPartIn) -> str | None:
     """The tool name of a tool part (``tool-<name>`` or ``dynamic-tool``), else None."""
-    t = str(part.get("type", ""))
-    if t.startswith("tool-"):
-        return t[len("tool-"):]
-    if t == "dynamic-tool":
-        return str(part.get("toolName", ""))
+    if part.type.startswith("tool-"):
+        return part.type[len("tool-"):]
+    if part.type == "dynamic-tool":
+        return part.toolName or ""
     return None
 
 
@@ -112,20 +110,16 @@ def answers(message: UIMessageIn, where: tuple[str | int, ...]) -> list[Answer]:
     out: list[Answer] = []
     for i, p in enumerate(message.parts):
         field = (*where, "parts", i)
-        call_id = p.get("toolCallId")
-        if tool_part_name(p) is None or not isinstance(call_id, str):
+        call_id = p.toolCallId
+        if tool_part_name(p) is None or call_id is None:
             continue
-        state = p.get("state")
-        raw = p.get("approval")
-        approval: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        if state in ("approval-responded", "output-denied") and isinstance(approval.get("approved"), bool):
-            reason = approval.get("reason")
-            out.append(Answer(field, call_id, approved=approval["approved"],
-                              reason=reason if isinstance(reason, str) else None))
+        state, approval = p.state, p.approval
+        if state in ("approval-responded", "output-denied") and approval is not None and approval.approved is not None:
+            out.append(Answer(field, call_id, approved=approval.approved, reason=approval.reason))
         elif state == "output-error":
-            out.append(Answer(field, call_id, content=str(p.get("errorText") or "error"), is_error=True))
+            out.append(Answer(field, call_id, content=p.errorText or "error", is_error=True))
         elif state == "output-available":
-            value = p.get("output")
+            value = (p.model_extra or {}).get("output")
             out.append(Answer(field, call_id,
                               content=value if isinstance(value, str) else orjson.dumps(value).decode()))
     return out

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from ..storable import Text
 from .models import ID_PATTERN, storable_json
@@ -30,6 +30,36 @@ class AguiTool(BaseModel):
         return None if v is None else dict(storable_json(v))
 
 
+class AguiInputContent(BaseModel):
+    """A part of a message's content (AG-UI ``InputContent``): ``text`` with its text (a string),
+    or ``binary`` (not read here)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: Annotated[str, Field(min_length=1, max_length=100)]
+    text: Text | None = Field(default=None, max_length=500_000)
+
+    @model_validator(mode="after")
+    def _text_has_text(self) -> AguiInputContent:
+        if self.type == "text" and self.text is None:
+            raise ValueError("a text part needs its text (a string)")
+        return self
+
+
+def _content_kind(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "parts"
+    return "object" if isinstance(value, dict) else None
+
+
+AguiContent = Annotated[Annotated[str, Tag("text")] | Annotated[list[AguiInputContent], Tag("parts")]
+                        | Annotated[dict[str, Any], Tag("object")], Discriminator(_content_kind)]
+"""A message's content: a string, a list of parts, or (activity messages) an object; an error
+names the one the value is (``content.parts[0].text``) rather than every form it is not."""
+
+
 class AguiMessage(BaseModel):
     """A message of ``RunAgentInput.messages`` (AG-UI ``Message``). The thread's history lives
     on the server: a run reads the last user message, and ``tool`` messages that answer the
@@ -39,7 +69,7 @@ class AguiMessage(BaseModel):
 
     id: Annotated[str, Field(min_length=1, max_length=200)]
     role: Literal["developer", "system", "assistant", "user", "tool", "activity", "reasoning"]
-    content: str | list[dict[str, Any]] | dict[str, Any] | None = None
+    content: AguiContent | None = None
     toolCallId: str | None = Field(default=None, max_length=200)
     error: Text | None = Field(default=None, max_length=100_000)
 
@@ -86,7 +116,7 @@ class RunAgentInputIn(BaseModel):
     @classmethod
     def _storable_messages(cls, v: list[AguiMessage]) -> list[AguiMessage]:
         for m in v:
-            storable_json(m.content)
+            storable_json(m.model_dump(include={"content"}).get("content"))
         return v
 
     @field_validator("tools")

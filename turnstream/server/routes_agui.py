@@ -54,7 +54,7 @@ def _text(m: AguiMessage) -> str:
     if isinstance(m.content, str):
         return m.content
     if isinstance(m.content, list):
-        return "".join(str(p.get("text", "")) for p in m.content if p.get("type") == "text")
+        return "".join(p.text or "" for p in m.content if p.type == "text")
     return ""
 
 

@@ -150,7 +150,7 @@ async def chat(call: Call) -> Response:
             encoder = UIMessageStreamEncoder(version=version, message_id=follower.turn_id, metadata=meta, steps=steps)
         else:
             follower, denied, decided = await _continue(call, session, body)
-            known = {str(p["toolCallId"]) for p in last.parts if isinstance(p.get("toolCallId"), str)}
+            known = {p.toolCallId for p in last.parts if p.toolCallId is not None}
             encoder = UIMessageStreamEncoder(version=version, message_id=last.id or None, known_calls=known,
                                              denied=denied, decided=decided, metadata=meta, steps=steps)
     except BaseException:
