@@ -55,6 +55,7 @@ def test_the_routes_are_in_openapi(server: Server) -> None:
     base = "/api/sessions/{session_id}/notebook"
     want = {base: {"get"}, base + "/cells": {"post"}, base + "/cells/{cell_id}": {"patch", "delete"},
             base + "/cells/{cell_id}/run": {"post"}, base + "/cells/{cell_id}/interrupt": {"post"},
+            base + "/restart": {"post"},
             base + "/files": {"post", "get"}, base + "/files/{name}": {"delete"},
             "/api/sessions/{session_id}/notebook.ipynb": {"get", "post"}}
     for path, methods in want.items():
@@ -407,3 +408,42 @@ def test_uploads_over_the_limits_are_413_and_store_nothing(tmp_path: Path, model
     finally:
         srv.stop()
     assert server_errors(srv) == []
+
+
+def test_restart_marks_the_cells_that_ran_and_restart_and_run_all_runs_them(server: Server) -> None:
+    with server.client() as c:
+        sid = new_session(c)
+        first = add_cell(c, sid, "a = 20")
+        second = add_cell(c, sid, "a * 2 + 2")
+        assert c.post(nb_url(sid, f"/cells/{second['id']}/run")).json()["cell"]["status"] == "success"
+        r = c.post(nb_url(sid, "/restart"), json={"run_all": "yes please"})
+        assert r.status_code == 422 and "run_all" in r.text
+        r = c.post(nb_url(sid, "/restart"), json={})
+        assert r.status_code == 200, r.text
+        assert r.json()["ran"] == []
+        assert [(x["previous_kernel"], x["stale"]) for x in r.json()["cells"]] == [(True, True), (True, True)]
+        assert [(x["previous_kernel"], x["stale"]) for x in cells(c, sid)] == [(True, True), (True, True)]
+        r = c.post(nb_url(sid, "/restart"), json={"run_all": True})
+        assert r.status_code == 200, r.text
+        assert r.json()["ran"] == [first["id"], second["id"]]
+        after = r.json()["cells"]
+        assert [(x["status"], x["previous_kernel"], x["stale"]) for x in after] == [("success", False, False)] * 2
+        assert after[1]["outputs"] == [{"type": "text", "text": "42"}]
+
+
+def test_a_run_that_waits_on_an_interrupted_cell_says_so(server: Server) -> None:
+    with server.client() as c:
+        sid = new_session(c)
+        loop = add_cell(c, sid, "n = 0\nwhile True:\n    n += 1")
+        uses = add_cell(c, sid, "n")
+        running = threading.Thread(target=lambda: c.post(nb_url(sid, f"/cells/{loop['id']}/run")))
+        running.start()
+        wait_for(lambda: cells(c, sid)[0]["status"] == "running", "the loop to run")
+        assert c.post(nb_url(sid, f"/cells/{loop['id']}/interrupt")).json()["status"] == "interrupted"
+        running.join()
+        r = c.post(nb_url(sid, f"/cells/{uses['id']}/run"))
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["note"] == f"Waits on #{loop['id']}, which was interrupted: run or edit it."
+        assert (body["cell"]["status"], body["cell"]["blocked_by"]) == ("blocked", loop["id"])
+        assert cells(c, sid)[0]["execution_count"] == 1
