@@ -14,11 +14,17 @@ Three kinds of subscription:
 * session messages only (``subscribe_messages``): beside a turn's subscription, for the
   AI SDK and AG-UI streams that carry notebook changes too.
 
+Every subscription belongs to a session. The bus counts, per session, the subscriptions that
+want other processes' events (all but the one a turn's own runner attaches: its events are
+published here), and tells a shared bus when that count leaves and returns to zero, so that a
+process hears a session's events only while something here follows it (``_follow`` and
+``_unfollow``). ``Subscription.ready()`` returns once that is in effect: a follower awaits it
+before it reads the store, so nothing published by another process falls between the two.
+
 ``Bus`` works inside one process. ``PostgresBus`` (``store/postgres_bus.py``, opened beside
-the store by ``store.open_bus``) adds PostgreSQL ``LISTEN/NOTIFY`` so that
-several server processes on one database see each other's events and control messages
-(cancel a turn that runs elsewhere). A notification carries the event when it fits in
-PostgreSQL's payload limit, else only a wake-up: the receiver then reads the store.
+the store by ``store.open_bus``) adds PostgreSQL ``LISTEN/NOTIFY``, a channel per followed
+session, so that several server processes on one database see each other's events and
+control messages (cancel a turn that runs elsewhere).
 """
 
 from __future__ import annotations
@@ -117,11 +123,15 @@ class Subscription:
     future, and the ``get`` timeout (the SSE ping interval) is one timer per subscription
     that is re-armed lazily when it fires, not a timer made and cancelled per item."""
 
-    __slots__ = ("_bus", "_closed", "_deadline", "_items", "_key", "_timer", "_waiter")
+    __slots__ = ("_bus", "_closed", "_deadline", "_items", "_key", "_remote", "_session", "_timer", "_waiter")
 
     def __init__(self, bus: Bus) -> None:
         self._bus = bus
         self._key: tuple[str, str] | None = None
+        self._session: str | None = None
+        """The session whose events (and messages) this subscription follows."""
+        self._remote = False
+        """True when it wants other processes' events of the session too."""
         self._closed = False
         self._items: deque[Item] = deque()
         self._waiter: asyncio.Future[None] | None = None
@@ -171,6 +181,11 @@ class Subscription:
         else:
             self._timer = loop.call_at(self._deadline, self._expire)
 
+    async def ready(self) -> None:
+        """Return once events published by other processes reach this subscription."""
+        if self._session is not None and self._remote:
+            await self._bus._ready(self._session)
+
     def get_nowait(self) -> Item | None:
         return self._items.popleft() if self._items else None
 
@@ -193,6 +208,8 @@ class Bus:
 
     def __init__(self) -> None:
         self._subs: dict[tuple[str, str], set[Subscription]] = {}
+        self._followed: dict[str, int] = {}
+        """Per session, the subscriptions here that want other processes' events."""
         self.on_control: ControlHandler | None = None
 
     # subscribing -----------------------------------------------------------------------
@@ -200,29 +217,38 @@ class Bus:
         """A subscription not attached yet (see ``attach``)."""
         return Subscription(self)
 
-    def attach(self, sub: Subscription, kind: str, key: str) -> None:
-        """Start delivering to ``sub``; a subscription closed meanwhile stays closed."""
+    def attach(self, sub: Subscription, kind: str, key: str, session_id: str, *, remote: bool = True) -> None:
+        """Start delivering to ``sub``; a subscription closed meanwhile stays closed.
+        ``remote=False``: only this process's events are wanted (the subscription of a turn
+        whose runner is here)."""
         if sub._closed:
             return
         self._remove(sub)
         sub._key = (kind, key)
+        sub._session = session_id
+        sub._remote = remote
         self._subs.setdefault(sub._key, set()).add(sub)
+        if remote:
+            count = self._followed.get(session_id, 0)
+            self._followed[session_id] = count + 1
+            if count == 0:
+                self._follow(session_id)
 
-    def subscribe_turn(self, turn_id: str) -> Subscription:
+    def subscribe_turn(self, turn_id: str, session_id: str) -> Subscription:
         sub = Subscription(self)
-        self.attach(sub, "turn", turn_id)
+        self.attach(sub, "turn", turn_id, session_id)
         return sub
 
     def subscribe_session(self, session_id: str) -> Subscription:
         sub = Subscription(self)
-        self.attach(sub, "session", session_id)
+        self.attach(sub, "session", session_id, session_id)
         return sub
 
     def subscribe_messages(self, session_id: str) -> Subscription:
         """Only the session's messages (notebook changes), none of its turn events: for a
         stream that follows a turn on its own subscription and adds the notebook."""
         sub = Subscription(self)
-        self.attach(sub, "messages", session_id)
+        self.attach(sub, "messages", session_id, session_id)
         return sub
 
     def _remove(self, sub: Subscription) -> None:
@@ -234,6 +260,19 @@ class Bus:
             if not subs:
                 del self._subs[sub._key]
         sub._key = None
+        session = sub._session
+        if sub._remote and session is not None:
+            sub._remote = False
+            count = self._followed.get(session, 0) - 1
+            if count > 0:
+                self._followed[session] = count
+            else:
+                self._followed.pop(session, None)
+                self._unfollow(session)
+
+    def followed(self) -> list[str]:
+        """The sessions followed here (by a subscription that wants other processes' events)."""
+        return list(self._followed)
 
     def end_streams(self) -> None:
         """Tell every listener of this process to end its stream (see ``EndOfStream``)."""
@@ -279,6 +318,15 @@ class Bus:
         Inside one process the caller has already acted; nothing to forward."""
 
     # the hooks a shared bus fills in ---------------------------------------------------
+    def _follow(self, session_id: str) -> None:
+        """The first subscription of the session that wants other processes' events."""
+
+    def _unfollow(self, session_id: str) -> None:
+        """The last such subscription of the session went."""
+
+    async def _ready(self, session_id: str) -> None:
+        """Return once other processes' events of the session reach this process."""
+
     def _forward_event(self, env: Envelope) -> None:
         pass
 
@@ -289,6 +337,10 @@ class Bus:
     def shared(self) -> bool:
         """True when other processes may run turns of the same database."""
         return False
+
+    def stats(self) -> dict[str, int] | None:
+        """What a shared bus sent and received since start (None for this one)."""
+        return None
 
     async def start(self) -> None:
         pass

@@ -589,6 +589,8 @@ async def test_only_the_owner_writes_a_running_turn(store: Store, backend: Backe
             await store.append_block(t.id, block, stop(t.id, 2, block))
         with pytest.raises(TurnTakenOver):
             await store.append_event(ev(t.id, 2))
+        with pytest.raises(TurnTakenOver):  # nor records that a call starts (it would run it again)
+            await store.start_tool_calls(t.id, [ToolCallStart("tu_0", "send", "key-0")])
         with pytest.raises(TurnTakenOver):
             await store.finish_turn(t.id, status="complete", stop_reason="end_turn", usage=Usage(), steps=1,
                                     event=ev(t.id, 2, "turn_complete"))

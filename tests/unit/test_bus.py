@@ -15,7 +15,7 @@ def env(n: int, name: str = "block_delta") -> Envelope:
 
 async def test_get_returns_queued_items_in_order_and_none_after_the_timeout() -> None:
     bus = Bus()
-    sub = bus.subscribe_turn("t1")
+    sub = bus.subscribe_turn("t1", "s1")
     bus.publish_envelope(env(1))
     bus.publish_envelope(env(2))
     first, second = await sub.get(5), await sub.get(5)
@@ -26,7 +26,7 @@ async def test_get_returns_queued_items_in_order_and_none_after_the_timeout() ->
 
 async def test_a_shorter_timeout_after_a_longer_one_still_fires() -> None:
     bus = Bus()
-    sub = bus.subscribe_turn("t1")
+    sub = bus.subscribe_turn("t1", "s1")
     waiting = asyncio.ensure_future(sub.get(60))
     await asyncio.sleep(0)  # let it wait (scheduling, not synchronisation with another party)
     bus.publish_envelope(env(1))
@@ -37,7 +37,7 @@ async def test_a_shorter_timeout_after_a_longer_one_still_fires() -> None:
 
 async def test_a_cancelled_get_loses_nothing() -> None:
     bus = Bus()
-    sub = bus.subscribe_turn("t1")
+    sub = bus.subscribe_turn("t1", "s1")
     waiting = asyncio.ensure_future(sub.get())
     await asyncio.sleep(0)
     waiting.cancel()
@@ -50,7 +50,7 @@ async def test_a_cancelled_get_loses_nothing() -> None:
 
 async def test_follower_batches_what_is_queued_together() -> None:
     bus = Bus()
-    sub = bus.subscribe_turn("t1")
+    sub = bus.subscribe_turn("t1", "s1")
     follower = Follower(MemoryStore(), bus, "s1", "t1", 0, sub=sub, ping_interval=60)
     for n in (1, 2, 3):
         bus.publish_envelope(env(n))

@@ -47,7 +47,7 @@ class Follower:
         self.turn_id = turn_id
         self.last = after
         self.ping_interval = ping_interval
-        self._sub = sub if sub is not None else bus.subscribe_turn(turn_id)
+        self._sub = sub if sub is not None else bus.subscribe_turn(turn_id, session_id)
         self._from_first = sub is not None and after == 0
         """The subscription was attached before the turn's first event: the store has nothing more."""
         self.finished = False
@@ -97,6 +97,7 @@ class Follower:
         queued while the listener was busy, or a page read from the store), so that a
         listener sends them in one write. None when a ping is due."""
         try:
+            await self._sub.ready()
             if not self._from_first:
                 out = [env for env in await self._from_store() if self._take(env)]
                 if not self.finished:

@@ -128,7 +128,8 @@ class TurnManager:
             if type(ev) is TurnStart:
                 # Attached before the event is published, in the runner's own task: the
                 # subscription misses nothing, deltas included.
-                self.bus.attach(sub, "turn", ev.turn_id)
+                # Its runner is here: no other process's events are needed.
+                self.bus.attach(sub, "turn", ev.turn_id, session.id, remote=False)
                 assert live is not None
                 self._live[ev.turn_id] = live
                 if not ready.done():

@@ -529,17 +529,26 @@ class PostgresStore:
 
     # the tool-effect ledger --------------------------------------------------
     async def start_tool_calls(self, turn_id: str, calls: Sequence[ToolCallStart]) -> None:
-        now = time.time()
-        try:
-            async with self._conn() as conn:
-                await conn.executemany(
-                    "INSERT INTO tool_calls (turn_id, tool_use_id, tool, idempotency_key, state, started_at)"
-                    " VALUES ($1, $2, $3, $4, 'started', $5) ON CONFLICT (turn_id, tool_use_id) DO UPDATE SET"
-                    " state = 'started', attempts = tool_calls.attempts + 1, started_at = excluded.started_at,"
-                    " ended_at = NULL, is_error = NULL, result = NULL",
-                    [(turn_id, x.tool_use_id, x.tool, x.idempotency_key, now) for x in calls])
-        except ForeignKeyViolationError:
-            raise NotFound("turn", f"turn {turn_id} not found") from None
+        # Fenced like every write of a running turn: only its owner records that a call starts
+        # (a process cut off while another took the turn over must not run the call again).
+        async with self._conn() as conn:
+            owned = await conn.fetchval(
+                "WITH t AS (SELECT id FROM turns WHERE id = $1 AND (status <> 'running' OR runner_id = $2)),"
+                " i AS (INSERT INTO tool_calls (turn_id, tool_use_id, tool, idempotency_key, state, started_at)"
+                " SELECT t.id, v.u, v.tool, v.k, 'started', $3 FROM t,"
+                " unnest($4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS v (u, tool, k, i)"
+                " ON CONFLICT (turn_id, tool_use_id) DO UPDATE SET"
+                " state = 'started', attempts = tool_calls.attempts + 1, started_at = excluded.started_at,"
+                " ended_at = NULL, is_error = NULL, result = NULL RETURNING 1)"
+                " SELECT count(*) FROM t",
+                turn_id, self.runner_id, time.time(), [x.tool_use_id for x in calls], [x.tool for x in calls],
+                [x.idempotency_key for x in calls])
+            if owned == 1:
+                return
+            exists = await conn.fetchval("SELECT count(*) FROM turns WHERE id = $1", turn_id)
+        if not exists:
+            raise NotFound("turn", f"turn {turn_id} not found")
+        raise TurnTakenOver(turn_id)
 
     async def end_tool_call(self, turn_id: str, tool_use_id: str, result: str, is_error: bool) -> None:
         async with self._conn() as conn:

@@ -615,8 +615,11 @@ class SQLiteStore:
 
         def op(c: sqlite3.Connection) -> None:
             with _write(c):
-                if c.execute("SELECT 1 FROM turns WHERE id = ?", (turn_id,)).fetchone() is None:
+                row = c.execute("SELECT status, runner_id FROM turns WHERE id = ?", (turn_id,)).fetchone()
+                if row is None:
                     raise NotFound("turn", f"turn {turn_id} not found")
+                if row[0] == "running" and row[1] != self.runner_id:  # fenced, as every write of the turn
+                    raise TurnTakenOver(turn_id)
                 c.executemany(
                     "INSERT INTO tool_calls (turn_id, tool_use_id, tool, idempotency_key, state, started_at)"
                     " VALUES (?1, ?2, ?3, ?4, 'started', ?5) ON CONFLICT (turn_id, tool_use_id) DO UPDATE SET"
