@@ -274,10 +274,11 @@ class KernelProtocolError(KernelError, ValueError):
 
 
 class Overloaded(RunError):
-    """A new turn waited longer than the server's limit to be admitted; try again later."""
+    """The server cannot start a new turn within its admission wait; try again later (or
+    elsewhere: nothing was stored)."""
 
-    def __init__(self, waited: float, retry_after: int) -> None:
-        super().__init__(f"the server is at capacity: the turn waited {waited:.0f} s without starting; "
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"the server is at capacity and could not start the turn in time; nothing was stored; "
                          f"try again in {retry_after} s")
         self.retry_after = retry_after
 

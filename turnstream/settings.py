@@ -216,8 +216,8 @@ SETTINGS: tuple[Setting, ...] = (
             "from (without it, only built-in scenarios)", _folder),
     Setting("admit_max_lag", "TURNSTREAM_ADMIT_MAX_LAG_MS", "new turns wait while the event loop runs this "
             "many ms late (0 turns the admission gate off)", _seconds_from_ms),
-    Setting("admit_max_wait", "TURNSTREAM_ADMIT_MAX_WAIT", "seconds a new turn may wait to start before it "
-            "gets 503", float),
+    Setting("admit_wait", "TURNSTREAM_ADMIT_WAIT_S", "seconds within which a new turn starts; one that "
+            "could not is refused at once with 503 and Retry-After", float),
     Setting("key_file", "TURNSTREAM_KEY_FILE", "where serve keeps the login key (default: beside the SQLite "
             "file, else under ~/.config/turnstream/)", _path),
     Setting("header_timeout", "TURNSTREAM_HEADER_TIMEOUT", "seconds a request may take to send its headers "
@@ -304,7 +304,7 @@ class Settings:
     queued_messages: str = "next_step"
     scenario_dir: Path | None = None
     admit_max_lag: float = 0.010
-    admit_max_wait: float = 60.0
+    admit_wait: float = 2.0
     key_file: Path | None = None
     header_timeout: float = 10.0
     log_level: str = "info"

@@ -18,8 +18,9 @@ ON_TIME, LATE = 0.001, 0.050  # the gate's max_lag is 10 ms
 BUSY = 0.95  # over BUSY_GROW: the limit does not grow
 
 
-def make(limit: int, max_wait: float = 30) -> Admission:
-    return Admission(max_lag=0.010, interval=HOUR, max_wait=max_wait, limit=limit)
+def make(limit: int, max_wait: float = 30, min_line: int = 1000) -> Admission:
+    """A gate whose line is long enough for the policy tests (the line has tests of its own)."""
+    return Admission(max_lag=0.010, interval=HOUR, max_wait=max_wait, limit=limit, min_line=min_line)
 
 
 @pytest.fixture
@@ -176,14 +177,40 @@ async def test_a_cut_below_what_runs_lets_nobody_in_until_enough_end(gate: Admis
     assert gate.running == 8
 
 
-async def test_a_turn_not_admitted_in_time_is_refused_with_a_retry_hint() -> None:
+async def test_a_turn_that_finds_the_line_full_is_refused_at_once_with_a_retry_hint() -> None:
+    adm = make(1, max_wait=3600, min_line=2)  # a refusal that waited would hang the test
+    try:
+        await adm.admit()
+        line = waiters(adm, 2)
+        await settle()
+        with pytest.raises(Overloaded) as err:
+            await asyncio.wait_for(adm.admit(), 30)
+        assert err.value.retry_after >= 1 and "capacity" in str(err.value)
+        assert adm.refused == 1 and adm.waiting == 2 and adm.running == 1
+        for t in line:
+            t.cancel()
+    finally:
+        await adm.aclose()
+
+
+async def test_the_line_is_as_long_as_the_turns_that_ended_within_the_wait() -> None:
+    adm = make(3, max_wait=3600, min_line=1)
+    try:
+        assert adm.line() == 1
+        adm.running = 3
+        for _ in range(3):
+            adm.release()  # three ended within the wait: three more may wait
+        assert adm.line() == 3
+    finally:
+        await adm.aclose()
+
+
+async def test_a_turn_whose_wait_runs_out_starts_past_the_limit() -> None:
     adm = make(1, max_wait=0.05)
     try:
         await adm.admit()
-        with pytest.raises(Overloaded) as err:
-            await adm.admit()
-        assert err.value.retry_after >= 1 and "capacity" in str(err.value)
-        assert adm.refused == 1 and adm.waiting == 0 and adm.running == 1
+        await adm.admit()  # nothing ended: its wait runs out and it starts anyway
+        assert adm.forced == 1 and adm.refused == 0 and adm.running == 2 and adm.waiting == 0
     finally:
         await adm.aclose()
 

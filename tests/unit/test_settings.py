@@ -27,7 +27,7 @@ def test_defaults_when_nothing_is_set() -> None:
 def test_every_variable_is_read() -> None:
     env = {"TURNSTREAM_DB": "memory://", "TURNSTREAM_MODEL": "openai:x", "TURNSTREAM_HOST": "0.0.0.0",
            "TURNSTREAM_PORT": "9000", "TURNSTREAM_ALLOWED_ORIGINS": "http://a.example/, http://b.example",
-           "TURNSTREAM_PING_INTERVAL": "0.5", "TURNSTREAM_ADMIT_MAX_LAG_MS": "25", "TURNSTREAM_ADMIT_MAX_WAIT": "3",
+           "TURNSTREAM_PING_INTERVAL": "0.5", "TURNSTREAM_ADMIT_MAX_LAG_MS": "25", "TURNSTREAM_ADMIT_WAIT_S": "3",
            "TURNSTREAM_KEY_FILE": "/tmp/k.key", "TURNSTREAM_HEADER_TIMEOUT": "2.5",
            "TURNSTREAM_LOG_LEVEL": "DEBUG", "TURNSTREAM_LOG_FORMAT": "text", "TURNSTREAM_ACCESS_LOG": "on",
            "TURNSTREAM_GC": "default", "TURNSTREAM_LOOP": "asyncio", "TURNSTREAM_HOME": "/tmp/h",
@@ -52,7 +52,7 @@ def test_every_variable_is_read() -> None:
     assert s.db.kind == "memory" and s.model == "openai:x" and s.host == "0.0.0.0" and s.port == 9000
     assert s.allowed_origins == ("http://a.example", "http://b.example")
     assert s.mcp_config == Path("/etc/mcp.json")
-    assert (s.ping_interval, s.admit_max_lag, s.admit_max_wait, s.header_timeout) == (0.5, 0.025, 3.0, 2.5)
+    assert (s.ping_interval, s.admit_max_lag, s.admit_wait, s.header_timeout) == (0.5, 0.025, 3.0, 2.5)
     assert (s.log_level, s.log_format, s.access_log, s.gc, s.loop) == ("debug", "text", "on", "default", "asyncio")
     assert s.key_file == Path("/tmp/k.key") and s.home == Path("/tmp/h") and s.root == Path("/srv")
     assert s.server == "http://s" and s.key == "ts_secret" and s.title_model == "openai:small"

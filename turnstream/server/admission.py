@@ -15,8 +15,14 @@ instead, and makes the overflow wait before it starts:
   turns wait and the admitted ones fill the limit; it grows the limit, after a whole window
   on time and under ``BUSY_GROW`` of a core, by an eighth (a mostly idle core) or a 25th,
   and only while turns wait for it;
-* a turn that has waited ``max_wait`` seconds is refused (``Overloaded``: ``503`` with
-  ``Retry-After``), so a client never hangs on a server that cannot take it.
+* admission is a promise kept either way: a turn starts within ``max_wait`` seconds
+  (``TURNSTREAM_ADMIT_WAIT_S``, 2 s), or it is refused at once (``Overloaded``: ``503`` with
+  ``Retry-After``, before anything is stored), so a load balancer can send it to another
+  process and a client knows. The line is as long as the turns that ended in the last
+  ``max_wait`` seconds (at least ``MIN_LINE``): that many places free up in the next ones
+  too, so a turn let into the line starts in time. One that did not get a place by its
+  deadline anyway (turns ended more slowly than before) starts then, past the limit: the
+  limit is a soft bound on load, the wait a promise to a user.
 
 Why it is shaped so, from the server bench at 1,000 concurrent turns (docs/performance.md):
 a turn let in now loads the loop over its whole life, so the lag shows an admission a
@@ -53,6 +59,8 @@ BUSY_GROW = 0.7
 """The limit grows only while the process used less than this share of a core over the
 window: CPU use rises as soon as turns are let in, long before the loop's lag shows it, so
 it stops the growth before the lag would (growing on lag alone overshot)."""
+MIN_LINE = 4
+"""The line is never shorter than this (a server whose turns have not ended yet)."""
 PACE = 50
 """At most limit / PACE turns start per tick: when a cohort of turns that started together
 ends together, their successors start spread over about PACE ticks instead of at once (a
@@ -60,11 +68,12 @@ turn's start, with its first provider request, is its most expensive moment)."""
 
 
 class Admission:
-    def __init__(self, *, max_lag: float = 0.010, interval: float = 0.01, max_wait: float = 60.0,
-                 limit: int = 100) -> None:
+    def __init__(self, *, max_lag: float = 0.010, interval: float = 0.01, max_wait: float = 2.0,
+                 limit: int = 100, min_line: int = MIN_LINE) -> None:
         self.max_lag = max_lag
         self.interval = interval
         self.max_wait = max_wait
+        self.min_line = min_line
         self.limit = limit
         """Admitted turns that may run at once (moves with the lag)."""
         self.running = 0
@@ -72,6 +81,10 @@ class Admission:
         """The loop's lag at the last tick, in seconds."""
         self.admitted = 0
         self.refused = 0
+        self.forced = 0
+        """Turns started past the limit because their wait ran out."""
+        self._ended: deque[float] = deque()
+        """When admitted turns ended, over the last ``max_wait`` seconds."""
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._watcher: asyncio.Task[None] | None = None
         self._ticks = 0
@@ -90,8 +103,8 @@ class Admission:
         return len(self._waiting)
 
     async def admit(self) -> None:
-        """Return when a new turn may start (call ``release()`` when it ends); raise
-        ``Overloaded`` after ``max_wait``."""
+        """Return when a new turn may start (call ``release()`` when it ends), within
+        ``max_wait`` seconds; raise ``Overloaded`` at once when the line is full."""
         if not self.enabled:
             return
         self._watch()
@@ -100,27 +113,51 @@ class Admission:
             self.running += 1
             self.admitted += 1
             return
+        if len(self._waiting) >= self.line():
+            self.refused += 1
+            raise Overloaded(self.retry_after())
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.append(fut)
-        started = time.monotonic()
         try:
-            await asyncio.wait_for(fut, self.max_wait)
+            await asyncio.wait_for(asyncio.shield(fut), self.max_wait)
         except TimeoutError:
-            self.refused += 1
-            raise Overloaded(time.monotonic() - started, max(1, math.ceil(self.max_wait / 4))) from None
+            if not fut.done():  # its promise is due: it starts now, past the limit
+                fut.set_result(None)
+                self.running += 1
+                self.admitted += 1
+                self.forced += 1
         except BaseException:
             if fut.done() and not fut.cancelled():  # let in, but its request is gone: free the slot
                 self.release()
+            else:
+                fut.cancel()
             raise
         finally:
             with contextlib.suppress(ValueError):
                 self._waiting.remove(fut)  # still there when cancelled or timed out
+
+    def line(self) -> int:
+        """How many turns may wait: as many as ended in the last ``max_wait`` seconds."""
+        ended = self._ended
+        horizon = time.monotonic() - self.max_wait
+        while ended and ended[0] < horizon:
+            ended.popleft()
+        return max(self.min_line, len(ended))
+
+    def retry_after(self) -> int:
+        """Seconds a refused client should wait: about how long the line takes to clear."""
+        return max(1, math.ceil(self.max_wait))
 
     def release(self) -> None:
         """An admitted turn ended (or will not start after all)."""
         if not self.enabled:
             return
         self.running = max(0, self.running - 1)
+        now = time.monotonic()
+        ended = self._ended
+        ended.append(now)
+        while ended[0] < now - self.max_wait:
+            ended.popleft()
         self._let_in()
 
     def _let_in(self) -> None:

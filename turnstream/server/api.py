@@ -204,8 +204,8 @@ class Api:
 API = Api()
 _ERRORS = {401: "No valid API key.", 404: "Not found (or not yours).", 409: "Conflict with the turn's state.",
            422: "Invalid input; the message names the field."}
-OVERLOADED = {503: Reply("At capacity: the turn waited too long to start (TURNSTREAM_ADMIT_MAX_WAIT); "
-                         "try again after Retry-After seconds.", ErrorOut)}
+OVERLOADED = {503: Reply("At capacity: the turn could not start within TURNSTREAM_ADMIT_WAIT_S; nothing "
+                         "was stored; try again (here or on another server) after Retry-After seconds.", ErrorOut)}
 """The extra reply of the routes that start a turn (admission.py)."""
 
 

@@ -7,6 +7,7 @@ which also yields ``/openapi.json``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from importlib import metadata
 from typing import Any
@@ -38,7 +39,7 @@ from .api import API, Call, Reply
 from .errors import http_error_handler, turnstream_error_handler, unexpected_error_handler
 from .hardening import SecurityHeaders
 from .logs import AccessLog
-from .models import Health
+from .models import Health, Readiness
 from .state import STATIC_DIR, AppState
 from .ws import session_socket
 
@@ -49,13 +50,38 @@ PLACEHOLDER = """<!doctype html><meta charset="utf-8"><title>turnstream</title>
 <a href="/openapi.json">/openapi.json</a>.</p>"""
 
 
+READY_TIMEOUT = 2.0
+"""Seconds ``/readyz`` gives the database to answer."""
+
+
 @API.route("GET", "/healthz", summary="Liveness and store reachability", auth=False,
            replies={200: Reply("Healthy.", Health)})
 async def healthz(call: Call) -> Response:
     state = call.state
     await state.store.get_session("healthz")  # a cheap read: fails when the database is gone
+    gate = state.turns.admission
+    admission = {"admitted": gate.admitted, "refused": gate.refused, "forced": gate.forced,
+                 "waiting": gate.waiting, "running": gate.running, "limit": gate.limit}
+    stats = state.bus.stats()
     return JSONResponse({"status": "ok", "store": type(state.store).__name__,
-                         "live_turns": state.turns.live_count})
+                         "live_turns": state.turns.live_count, "admission": admission, "bus": stats})
+
+
+@API.route("GET", "/readyz", summary="Readiness for new turns (a load balancer's health check)", auth=False,
+           replies={200: Reply("Takes new turns.", Readiness),
+                    503: Reply("Takes none now: draining (SIGTERM), or the database is unreachable.", Readiness)})
+async def readyz(call: Call) -> Response:
+    state = call.state
+    reason = None
+    if state.turns.draining:
+        reason = "draining"
+    else:
+        try:
+            await asyncio.wait_for(state.store.get_session("readyz"), READY_TIMEOUT)
+        except Exception:  # unreachable, failing or too slow: not ready, whatever the cause
+            reason = "database unreachable"
+    return JSONResponse({"ready": reason is None, "reason": reason}, status_code=503 if reason else 200,
+                        headers={"Cache-Control": "no-store"})
 
 
 class Guard:

@@ -199,8 +199,9 @@ class DrainingServer(uvicorn.Server):
         self.state = state
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        for listener in self.servers:
-            listener.close()  # no new connection while the turns drain
+        # Still listening while the turns drain: ``/readyz`` answers 503 (a load balancer stops
+        # sending work), a new turn gets 503 ``shutting_down`` (retried elsewhere), and the
+        # running turns' streams can still be followed here.
         await self.state.turns.drain(self.state.settings.shutdown_grace)
         self.state.bus.end_streams()
         await super().shutdown(sockets)

@@ -212,6 +212,16 @@ class Health(BaseModel):
     status: str
     store: str
     live_turns: int
+    admission: dict[str, int]
+    """Turns admitted, refused (503), started past the limit, waiting and running, since start."""
+    bus: dict[str, int] | None = None
+    """What the shared bus sent and received since start (PostgreSQL only)."""
+
+
+class Readiness(BaseModel):
+    ready: bool
+    reason: str | None = None
+    """Why not: ``draining`` (the process stops) or ``database unreachable``."""
 
 
 class CellOut(BaseModel):

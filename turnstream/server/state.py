@@ -93,7 +93,7 @@ class AppState:
                 problem = self.check_model(a.model) if a.model else None
                 if problem is not None:
                     raise UsageError(f"agents file {self.settings.agents}: agent {a.name!r}: {problem}")
-        admission = Admission(max_lag=self.settings.admit_max_lag, max_wait=self.settings.admit_max_wait)
+        admission = Admission(max_lag=self.settings.admit_max_lag, max_wait=self.settings.admit_wait)
         self.turns = TurnManager(self.store, self.bus, self.config_for, admission=admission,
                                  takeover=self.settings.takeover, sweep_interval=self.settings.sweep_interval,
                                  stale_after=self.settings.stale_after)
