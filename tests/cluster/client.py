@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg
 import httpx2 as httpx
 import orjson
 
@@ -38,6 +39,8 @@ class Followed:
     resumes: int = 0
     refusals: list[tuple[int, str]] = field(default_factory=list)
     """(status, body) of every answer that was not an event stream."""
+    retry_after: list[float] = field(default_factory=list)
+    """The ``Retry-After`` of each refusal that had one."""
 
     @property
     def turn_id(self) -> str:
@@ -86,6 +89,8 @@ async def _stream(client: httpx.AsyncClient, method: str, url: str, into: Follow
             if r.status_code != 200:
                 await r.aread()
                 into.refusals.append((r.status_code, r.text))
+                if "retry-after" in r.headers:
+                    into.retry_after.append(float(r.headers["retry-after"]))
                 return None
             return await _read(r, into)
     except STREAM_BREAKS:
@@ -107,13 +112,29 @@ async def follow(client: httpx.AsyncClient, into: Followed, deadline: float) -> 
 
 
 async def start_turn(client: httpx.AsyncClient, sid: str, message: str, deadline: float,
-                     **body: Any) -> Followed:
+                     into: Followed | None = None, **body: Any) -> Followed:
     """POST a turn and follow it to its end; a refused POST (503) is recorded, not retried."""
-    into = Followed(sid)
+    into = into or Followed(sid)
     done = await _stream(client, "POST", f"/api/sessions/{sid}/turns", into, json={"message": message, **body})
     if done is None or not into.events:
         return into
     return await follow(client, into, deadline)
+
+
+async def start_turn_retrying(client: httpx.AsyncClient, sid: str, message: str, deadline: float,
+                              into: Followed | None = None, **body: Any) -> Followed:
+    """``start_turn`` as the web and terminal chats do it: a POST refused as overloaded (503,
+    nothing stored) is sent again after its ``Retry-After``; every refusal is kept."""
+    into = into or Followed(sid)
+    while True:
+        refused = len(into.refusals)
+        await start_turn(client, sid, message, deadline, into, **body)
+        if into.events or len(into.refusals) == refused:
+            return into
+        status, reply = into.refusals[-1]
+        assert status == 503 and orjson.loads(reply)["error"] == "overloaded", into.refusals[-1]
+        assert time.monotonic() < deadline, f"session {sid}: refused until the deadline: {into.refusals}"
+        await asyncio.sleep(into.retry_after[-1])
 
 
 async def new_session(client: httpx.AsyncClient, **body: Any) -> str:
@@ -153,3 +174,42 @@ def text(t: str) -> dict[str, Any]:
 
 def call(tool: str, **args: Any) -> dict[str, Any]:
     return {"type": "tool_use", "name": tool, "input": args}
+
+
+# who runs what, as the database says ----------------------------------------------------------
+
+RUNNER_OF_ADDRESS = """
+SELECT r.id FROM runners r
+JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+     AND l.classid = (r.lock_key >> 32)::oid AND l.objid = (r.lock_key & 4294967295)::oid
+JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE host(a.client_addr) = $1"""
+"""The runner whose liveness lock is held by a connection from this address (a node)."""
+
+
+async def runner_of(cluster: LocalCluster, node: int) -> str:
+    conn = await asyncpg.connect(cluster.layout.admin_url, timeout=5)
+    try:
+        rows = await conn.fetch(RUNNER_OF_ADDRESS, cluster.layout.node_ip(node))
+    finally:
+        await conn.close()
+    assert len(rows) == 1, f"node {node} holds {len(rows)} liveness locks"
+    return str(rows[0]["id"])
+
+
+async def running_turns(cluster: LocalCluster, runner: str) -> set[str]:
+    """The turns the database says ``runner`` runs now."""
+    conn = await asyncpg.connect(cluster.layout.admin_url, timeout=5)
+    try:
+        rows = await conn.fetch("SELECT id FROM turns WHERE status = 'running' AND runner_id = $1", runner)
+    finally:
+        await conn.close()
+    return {str(r["id"]) for r in rows}
+
+
+def check_stored(seen: Followed, stored_blocks: list[dict[str, Any]]) -> None:
+    """Every block acknowledged to the client (and not withdrawn by a step restart) is stored
+    as it was acknowledged, at its place: none lost, none changed."""
+    for block in seen.blocks():
+        assert block["seq"] < len(stored_blocks) and stored_blocks[block["seq"]] == block, \
+            f"acknowledged block {block['seq']} of {seen.sid} not stored as sent"
