@@ -36,7 +36,9 @@ def _describe(status: int, message: str) -> str:
     return f"the server answered {status}: {message}"
 
 
-def _server_error(status: int, body: bytes) -> ServerError:
+def _server_error(status: int, body: bytes, headers: httpx.Headers | None = None) -> ServerError:
+    wait = (headers or {}).get("retry-after", "")
+    retry_after = int(wait) if wait.isdigit() else None
     try:
         data = None if too_deep(body) else json.loads(body)
     except ValueError:
@@ -44,9 +46,9 @@ def _server_error(status: int, body: bytes) -> ServerError:
     if isinstance(data, dict) and isinstance(data.get("message"), str):
         detail = data.get("detail")
         return ServerError(status, data["message"], _describe(status, data["message"]),
-                           detail if isinstance(detail, list) else None)
+                           detail if isinstance(detail, list) else None, retry_after)
     text = body.decode("utf-8", "replace").strip()[:300] or "(no message)"
-    return ServerError(status, text, _describe(status, text))
+    return ServerError(status, text, _describe(status, text), retry_after=retry_after)
 
 
 def _transport_message(exc: Exception) -> str:
@@ -110,7 +112,7 @@ class RemoteAPI:
         except httpx.TransportError as exc:
             raise RemoteError(f"cannot reach the server at {self.base_url}: {_transport_message(exc)}") from None
         if r.status_code >= 400:
-            raise _server_error(r.status_code, r.content)
+            raise _server_error(r.status_code, r.content, r.headers)
         try:
             return r.json()
         except ValueError:
@@ -124,7 +126,7 @@ class RemoteAPI:
             async with self._client.stream("POST", path, json=body,
                                            headers={"Accept": "text/event-stream"}) as r:
                 if r.status_code >= 400:
-                    raise _server_error(r.status_code, await r.aread())
+                    raise _server_error(r.status_code, await r.aread(), r.headers)
                 if r.headers.get("content-type", "").startswith("text/event-stream"):
                     return r.status_code, None, r.headers
                 content = await r.aread()
@@ -146,7 +148,7 @@ class RemoteAPI:
         try:
             async with self._client.stream(method, path, json=body, headers=headers) as r:
                 if r.status_code >= 400:
-                    raise _server_error(r.status_code, await r.aread())
+                    raise _server_error(r.status_code, await r.aread(), r.headers)
                 if on_headers is not None:
                     on_headers(r.headers)
                 started = True

@@ -301,11 +301,13 @@ class ServerError(RemoteError):
     """The server answered with an error status (its JSON body: ``error``, ``message``, ``detail``)."""
 
     def __init__(self, status: int, message: str, description: str,
-                 detail: list[dict[str, Any]] | None = None) -> None:
+                 detail: list[dict[str, Any]] | None = None, retry_after: int | None = None) -> None:
         super().__init__(description)
         self.status = status
         self.message = message
         self.detail = detail or []
+        self.retry_after = retry_after
+        """Seconds the server asked to wait before trying again (``Retry-After`` of a 503)."""
 
 
 class RemoteStreamBroken(RemoteError):

@@ -60,6 +60,9 @@ FINAL = ("complete", "failed", "cancelled", "interrupted")
 # --- the chat -------------------------------------------------------------------------------
 
 
+BUSY_RETRIES = 5
+"""How many times a turn refused by a server at capacity is sent again."""
+
 class RemoteChat:
     """One chat session on a server: sends turns, answers their tool requests with local tools."""
 
@@ -155,7 +158,10 @@ class RemoteChat:
 
     async def _post_turn(self, message: str, parts: Sequence[MediaPart] = ()) -> AsyncGenerator[SSEEvent, None]:
         """``POST …/turns``; a declared tool that shadows a server tool of this session (422)
-        is left out — the server's own tool of that name serves — and the post is retried."""
+        is left out — the server's own tool of that name serves — and the post is retried.
+        A server at capacity (503 with ``Retry-After``, nothing stored) is asked again after
+        the time it names, up to ``BUSY_RETRIES`` times, saying so on the screen."""
+        busy = 0
         while True:
             body: dict[str, Any] = {"message": message, "client_tools": self.client_tools}
             if parts:
@@ -169,6 +175,12 @@ class RemoteChat:
                         yield ev
                 return
             except ServerError as exc:
+                if exc.status == 503 and busy < BUSY_RETRIES:
+                    busy += 1
+                    wait = min(max(exc.retry_after or 2, 1), 30)
+                    self.chat.console.print(f"[yellow]The server is busy; retrying in {wait} s.[/]", highlight=False)
+                    await asyncio.sleep(wait)
+                    continue
                 if not self._drop_shadowed(exc):
                     raise
 

@@ -34,6 +34,25 @@ export const CLIENT_TOOLS = {
 // them; the browser tests click every one), and so can any real model.
 export const SUGGESTIONS = ["Create an example notebook with some data analysis", "What time is it in my browser?"];
 
+const BUSY_RETRIES = 5;
+
+// Seconds a 503 asks the client to wait (Retry-After), between 1 and 30.
+function retryAfter(resp) {
+  const n = Number.parseInt(resp.headers.get("Retry-After") ?? "", 10);
+  return Number.isFinite(n) ? Math.min(Math.max(n, 1), 30) : 2;
+}
+
+// Resolves after `ms`, or throws an AbortError as soon as `signal` aborts.
+function pause(ms, signal) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(timer);
+      reject(new DOMException("stopped", "AbortError"));
+    }, { once: true });
+  });
+}
+
 export class Chat {
   constructor(app) {
     this.app = app;
@@ -186,9 +205,17 @@ export class Chat {
     this.controllers.add(ctl);
     let resp;
     try {
-      resp = await api.raw(`/api/sessions/${this.sessionId}/turns`, {
-        method: "POST", body, headers: { Accept: "text/event-stream" }, signal: ctl.signal,
-      });
+      // A server at capacity refuses a new turn at once (503 + Retry-After, nothing stored):
+      // say so and send it again after the time it asks for, a few times (Stop ends the wait).
+      for (let attempt = 1; ; attempt += 1) {
+        resp = await api.raw(`/api/sessions/${this.sessionId}/turns`, {
+          method: "POST", body, headers: { Accept: "text/event-stream" }, signal: ctl.signal,
+        });
+        if (resp.status !== 503 || pending || attempt > BUSY_RETRIES) break;
+        const wait = retryAfter(resp);
+        view.busy(wait);
+        await pause(wait * 1000, ctl.signal);
+      }
     } catch (err) {
       this.controllers.delete(ctl);
       if (ctl.signal.aborted) return true;
@@ -198,6 +225,7 @@ export class Chat {
       return true;
     }
     this.controllers.delete(ctl);
+    view?.busy(0);
     if (pending && resp.status === 202) {
       const out = await resp.json();
       pending.setState(out.outcome);

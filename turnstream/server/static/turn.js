@@ -459,6 +459,21 @@ export class TurnView {
     node.append(h("div", { class: "error-actions" }, retry));
   }
 
+  // "busy, retrying in N s" while the server is at capacity (chat.js retries); 0 removes it.
+  busy(seconds) {
+    this.busyNote?.remove();
+    this.busyNote = null;
+    if (!seconds) return;
+    let left = seconds;
+    const node = h("div", { class: "block block-note muted busy-note", role: "status" });
+    const show = () => { node.textContent = `The server is busy; retrying in ${left} s.`; };
+    show();
+    const timer = setInterval(() => { left = Math.max(0, left - 1); show(); if (!node.isConnected) clearInterval(timer); }, 1000);
+    node.dataset.index = String(Math.max(-1, ...this.blocks.keys()) + 0.5);
+    this.place(node, Number(node.dataset.index));
+    this.busyNote = node;
+  }
+
   note(text) {
     const index = Math.max(-1, ...this.blocks.keys()) + 0.5;
     const node = h("div", { class: "block block-note muted", text });
