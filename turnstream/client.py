@@ -37,7 +37,7 @@ def _describe(status: int, message: str) -> str:
 
 
 def _server_error(status: int, body: bytes, headers: httpx.Headers | None = None) -> ServerError:
-    wait = (headers or {}).get("retry-after", "")
+    wait = headers.get("retry-after", "") if headers is not None else ""
     retry_after = int(wait) if wait.isdigit() else None
     try:
         data = None if too_deep(body) else json.loads(body)
