@@ -133,6 +133,29 @@ async def test_the_chat_demo_reads_lists_and_calculates_what_it_is_asked(root: P
     assert answer(calc) == "`6*7` → 42"
 
 
+@pytest.mark.parametrize(("message", "expression", "value"), [
+    ("17*23+sqrt(16)", "17*23+sqrt(16)", "395"),
+    ("What is sqrt(16) + 1?", "sqrt(16) + 1", "5"),
+    ("2**10 / 4 - log10(1000)", "2**10 / 4 - log10(1000)", "253"),
+    ("and sqrt(81)?", "sqrt(81)", "9"),
+])
+async def test_the_chat_demo_hands_the_calculator_the_whole_expression(root: Path, message: str, expression: str,
+                                                                       value: str) -> None:
+    turn = await chat_turn(root, message)
+    calls = [b for b in turn.blocks if isinstance(b, ToolUseBlock)]
+    assert [c.input for c in calls] == [{"expression": expression}]
+    [(name, result, is_error)] = calls_and_results(turn)
+    assert (name, is_error) == ("calculator", False)
+    assert float(result) == float(value)
+    assert answer(turn) == f"`{expression}` → {result}"
+
+
+async def test_the_chat_demo_does_not_take_words_with_numbers_for_arithmetic(root: Path) -> None:
+    turn = await chat_turn(root, "it is 3 apples - 2 pears, and year 2023")
+    assert [name for name, _, _ in calls_and_results(turn)] == ["list_directory", "calculator"]  # the tour
+    assert "read <file>" in answer(turn)
+
+
 async def test_the_chat_demo_without_its_tools_says_so() -> None:
     @tool
     def other() -> str:
