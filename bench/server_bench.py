@@ -29,7 +29,13 @@ in the environment turns the gate off for comparison.
 
 Targets (issue 5): no errors, p99 added latency per event < 50 ms, RSS < 1 GiB at N = 1,000.
 
-    python bench/server_bench.py [--n 100 1000] [--delay-ms 25] [--ramp-s 1] [--quick]
+``--floor`` runs the relay floor (``bench/relay_floor.py``: the same HTTP stack, client pool
+and GC tuning, relaying the same three provider requests per turn with no store, bus or
+assembly) beside turnstream, interleaved in one session (turnstream, floor, turnstream, floor …
+for ``--rounds`` rounds at each N), and prints the server CPU per turn of each and the ratio
+(medians over the rounds). Target (issue 25): at most 1.25x at N = 100 and N = 1,000.
+
+    python bench/server_bench.py [--n 100 1000] [--delay-ms 25] [--ramp-s 1] [--quick] [--floor [--rounds 3]]
 
 The turns start spread evenly over ``--ramp-s`` seconds (users do not all press enter in
 the same millisecond); every turn lasts longer than the ramp, so all N run at once.
@@ -386,6 +392,8 @@ def main() -> int:
                     help="run the server under cProfile (slower), stats written to FILE at the end")
     ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
                     help="record the server with py-spy into DIR/server-N.txt (collapsed stacks)")
+    ap.add_argument("--floor", action="store_true", help="run the relay floor beside turnstream, interleaved")
+    ap.add_argument("--rounds", type=int, default=1, help="with --floor: rounds at each N (medians reported)")
     a = ap.parse_args()
     ns = [100] if a.quick else a.n
     texts = [10, 20] if a.quick else a.text
@@ -415,12 +423,24 @@ def main() -> int:
         pids = {"server": server.pid, "mock": mock.pid}
         progress(f"server {url} (pid {server.pid}), RSS {rss_kib(server.pid)[0] / 1024:.0f} MiB at rest; "
                  f"mock provider pid {mock.pid}, one frame per {a.delay_ms:g} ms")
+        floor: tuple[str, str, dict[str, int]] | None = None
+        if a.floor:
+            relay = subprocess.Popen([sys.executable, str(REPO / "bench" / "relay_floor.py"), "--port", "0",
+                                      "--key-file", str(tmp / "floor.key")],
+                                     stdout=subprocess.PIPE, stderr=(tmp / "floor.log").open("w"), env=env, cwd=tmp)
+            procs.append(relay)
+            fm = wait_line(relay, READY, 60)
+            floor = (fm.group(1).decode(), (tmp / "floor.key").read_text().strip(),
+                     {"server": relay.pid, "mock": mock.pid})
+            progress(f"relay floor {floor[0]} (pid {relay.pid})")
         alone = run_once(1, url, key, model, pids, 1, 0.0)
         if alone["errors"]:
             progress(f"a single turn failed: {alone['error_samples']}")
             return 1
         progress(f"one turn alone: {alone['events_per_turn']:g} events, {alone['turn_s_p50']} s, "
                  f"added p50 {alone['added_ms_p50']} ms")
+        if floor is not None:
+            return floor_table(a, ns, (url, key, pids), floor, model)
         rows = []
         for n in ns:
             progress(f"N = {n}: {n} concurrent three-step turns, started over {a.ramp_s:g} s, "
@@ -451,6 +471,40 @@ def main() -> int:
                 p.wait()
             if p.stdout is not None:
                 p.stdout.close()
+
+
+def floor_table(a: argparse.Namespace, ns: list[int], ts: tuple[str, str, dict[str, int]],
+                floor: tuple[str, str, dict[str, int]], model: str) -> int:
+    """turnstream and the relay floor, interleaved round by round at each N: CPU per turn and the ratio."""
+    lines = ["| N | turnstream CPU ms/turn | floor CPU ms/turn | ratio | errors (turnstream / floor) | "
+             "first event p99 ms (turnstream / floor) |", "|---|---|---|---|---|---|"]
+    out: list[dict[str, Any]] = []
+    failed = False
+    for n in ns:
+        mine: list[dict[str, Any]] = []
+        theirs: list[dict[str, Any]] = []
+        for r in range(a.rounds):
+            for name, (url, key, pids), rows in (("turnstream", ts, mine), ("floor", floor, theirs)):
+                progress(f"N = {n}, round {r + 1}/{a.rounds}: {name} …")
+                row = run_once(n, url, key, model, pids, a.workers, a.ramp_s)
+                progress(f"  {name}: {row['server_cpu_ms_per_turn']} ms/turn, {row['errors']} errors")
+                rows.append(row)
+        ts_ms = pct([r["server_cpu_ms_per_turn"] for r in mine], 50)
+        fl_ms = pct([r["server_cpu_ms_per_turn"] for r in theirs], 50)
+        errors = (sum(r["errors"] for r in mine), sum(r["errors"] for r in theirs))
+        failed |= any(errors)
+        ratio = ts_ms / fl_ms if fl_ms else float("nan")
+        out.append({"n": n, "turnstream_ms": ts_ms, "floor_ms": fl_ms, "ratio": round(ratio, 3),
+                    "errors": errors, "rounds": {"turnstream": mine, "floor": theirs}})
+        lines.append(f"| {n} | {ts_ms:.1f} | {fl_ms:.1f} | {ratio:.2f}x | {errors[0]} / {errors[1]} | "
+                     f"{pct([r['first_event_ms_p99'] for r in mine], 50)} / "
+                     f"{pct([r['first_event_ms_p99'] for r in theirs], 50)} |")
+    print(f"\n### Server CPU per turn beside the relay floor (bench/relay_floor.py), interleaved, median of "
+          f"{a.rounds} round(s); one frame per {a.delay_ms:g} ms; SQLite; {os.cpu_count()} CPUs\n")
+    print("\n".join(lines))
+    if a.json_out:
+        a.json_out.write_text(json.dumps({"delay_ms": a.delay_ms, "floor": out}, indent=2))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

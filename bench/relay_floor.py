@@ -1,0 +1,174 @@
+"""The relay floor: the least a server can spend on the server bench's turn, on turnstream's own
+stack, so that ``bench/server_bench.py --floor`` can say what turnstream adds.
+
+It serves the two routes the bench calls (``POST /api/sessions``, ``POST …/turns``) with the
+same parts as ``turnstream serve``: Starlette under uvicorn with the same configuration (its
+HTTP protocol with the header deadline, no access log), the same garbage-collector tuning, and
+the provider's HTTP client as turnstream makes it (``providers.http.ClientPool``: httpx2 over
+httpcore, the same limits, clients of at most 32 streams). Per turn it makes the same three
+Anthropic requests to the mock provider, splits each response into SSE events and decodes each
+event's JSON once, keeps only what the next request needs (the assistant's blocks, the
+calculator's result), and writes every event to the client as an SSE event with a turnstream
+name (``turn_start``, ``block_start``, ``block_delta``, ``block_stop``, ``turn_complete``), all
+the events of one provider chunk in one write.
+
+What it leaves out is what turnstream is for: no store, no bus, no assembly into validated
+blocks, no partial JSON, no transcript checks, no retries, no admission, no auth.
+
+    python bench/relay_floor.py --port 0 --key-file KEY   # prints "relay floor on http://…/ "
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import socket
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import orjson  # noqa: E402
+import uvicorn  # noqa: E402
+from starlette.applications import Starlette  # noqa: E402
+from starlette.requests import Request  # noqa: E402
+from starlette.responses import JSONResponse, Response, StreamingResponse  # noqa: E402
+from starlette.routing import Route  # noqa: E402
+
+from turnstream.providers.http import ClientPool  # noqa: E402
+from turnstream.server.hardening import header_deadline_protocol  # noqa: E402
+from turnstream.server.main import _tune_gc  # noqa: E402
+from turnstream.toolsets.calculator import evaluate  # noqa: E402
+
+CALCULATOR = {"name": "calculator", "description": "Evaluate an arithmetic expression.",
+              "input_schema": {"type": "object", "properties": {"expression": {"type": "string"}},
+                               "required": ["expression"]}}
+MAX_STEPS = 10
+
+
+class Relay:
+    def __init__(self, base_url: str, api_key: str, model: str) -> None:
+        self.url = base_url.rstrip("/") + "/v1/messages"
+        self.headers = {"x-api-key": api_key, "anthropic-version": "2023-06-01",
+                        "content-type": "application/json", "accept-encoding": "identity"}
+        self.model = model
+        self.pool = ClientPool()
+
+    async def turn(self, message: str) -> AsyncIterator[bytes]:
+        n = 0
+
+        def sse(name: bytes, data: bytes) -> bytes:
+            nonlocal n
+            n += 1
+            return b"id: t:%d\nevent: %s\ndata: %s\n\n" % (n, name, data)
+
+        yield sse(b"turn_start", b'{"turn_id":"t"}')
+        messages: list[dict[str, Any]] = [{"role": "user", "content": message}]
+        for _ in range(MAX_STEPS):
+            body = orjson.dumps({"model": self.model, "max_tokens": 4096, "messages": messages,
+                                 "tools": [CALCULATOR], "stream": True})
+            blocks: dict[int, dict[str, Any]] = {}
+            inputs: dict[int, str] = {}
+            stop_reason = None
+            async with self.pool.lease() as client, client.stream("POST", self.url, content=body,
+                                                                 headers=self.headers) as resp:
+                buf = b""
+                async for chunk in resp.aiter_raw():
+                    buf += chunk
+                    out: list[bytes] = []
+                    while (end := buf.find(b"\n\n")) >= 0:
+                        frame, buf = buf[:end], buf[end + 2:]
+                        at = frame.find(b"data: ")
+                        if at < 0:
+                            continue
+                        ev = orjson.loads(frame[at + 6:])
+                        kind = ev["type"]
+                        if kind == "content_block_delta":
+                            i, delta = ev["index"], ev["delta"]
+                            if delta["type"] == "text_delta":
+                                blocks[i]["text"] += delta["text"]
+                                out.append(sse(b"block_delta", orjson.dumps({"index": i, "text": delta["text"]})))
+                            else:
+                                inputs[i] += delta.get("partial_json", "")
+                                out.append(sse(b"block_delta", orjson.dumps(
+                                    {"index": i, "partial_json": delta.get("partial_json", "")})))
+                        elif kind == "content_block_start":
+                            i, block = ev["index"], dict(ev["content_block"])
+                            blocks[i] = block
+                            inputs[i] = ""
+                            out.append(sse(b"block_start", orjson.dumps({"index": i, "type": block["type"]})))
+                        elif kind == "content_block_stop":
+                            i = ev["index"]
+                            block = blocks[i]
+                            if block["type"] == "tool_use":
+                                block["input"] = orjson.loads(inputs[i] or "{}")
+                            out.append(sse(b"block_stop", orjson.dumps({"index": i, "block": block})))
+                        elif kind == "message_delta":
+                            stop_reason = ev["delta"].get("stop_reason")
+                    if out:
+                        yield b"".join(out)
+            content = [blocks[i] for i in sorted(blocks)]
+            messages.append({"role": "assistant", "content": content})
+            calls = [b for b in content if b["type"] == "tool_use"]
+            if stop_reason != "tool_use" or not calls:
+                break
+            results = []
+            for call in calls:
+                value = evaluate(str(call["input"].get("expression", "")))
+                results.append({"type": "tool_result", "tool_use_id": call["id"], "content": str(value)})
+                yield sse(b"block_stop", orjson.dumps({"block": results[-1]}))
+            messages.append({"role": "user", "content": results})
+        yield sse(b"turn_complete", b'{"status":"complete"}')
+
+
+def app(relay: Relay) -> Starlette:
+    async def session(request: Request) -> Response:
+        await request.body()
+        return JSONResponse({"id": "ses_" + secrets.token_hex(8)}, status_code=201)
+
+    async def turn(request: Request) -> Response:
+        doc = orjson.loads(await request.body())
+        return StreamingResponse(relay.turn(str(doc["message"])), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+
+    return Starlette(routes=[Route("/api/sessions", session, methods=["POST"]),
+                             Route("/api/sessions/{sid}/turns", turn, methods=["POST"])])
+
+
+async def serve(port: int, key_file: Path, model: str) -> None:
+    relay = Relay(os.environ["ANTHROPIC_BASE_URL"], os.environ.get("ANTHROPIC_API_KEY", "x"), model)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(2048)
+    key_file.write_text(secrets.token_hex(8))
+    print(f"relay floor on http://127.0.0.1:{sock.getsockname()[1]}/ (model {model})", flush=True)
+    _tune_gc()
+    # the configuration ``turnstream serve`` runs uvicorn with (turnstream/server/main.py)
+    config = uvicorn.Config(app(relay), log_config=None, access_log=False, lifespan="off",
+                            timeout_graceful_shutdown=3, ws_ping_interval=20, http=header_deadline_protocol(10.0))
+    await uvicorn.Server(config).serve(sockets=[sock])
+    await relay.pool.aclose()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--key-file", type=Path, required=True)
+    ap.add_argument("--model", default="bench-chain")
+    a = ap.parse_args()
+    try:
+        import uvloop  # uvicorn's loop="auto" takes it when present, as for turnstream serve
+        uvloop.install()
+    except ImportError:
+        pass
+    asyncio.run(serve(a.port, a.key_file, a.model))
+
+
+if __name__ == "__main__":
+    main()
