@@ -13,28 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import InvalidValue
+from .schema_check import check
 
 
 def check_answer(schema: dict[str, Any], answer: dict[str, Any]) -> None:
     """``InvalidValue`` (field ``content``, ``path`` the property) when ``answer`` does not
     fit ``schema``."""
-    from jsonschema import validators
-    from jsonschema.exceptions import SchemaError, best_match
-
-    cls = validators.validator_for(schema, default=validators.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except SchemaError:
-        return
-    error = best_match(cls(schema).iter_errors(answer))
-    if error is None:
-        return
-    path: list[str | int] = list(error.absolute_path)
-    if error.validator == "required" and not path:
-        missing = next((name for name in error.validator_value if name not in answer), None)
-        path = [missing] if isinstance(missing, str) else []
-    raise InvalidValue("content", f"{error.message} (the question's requested_schema)", path=tuple(path))
+    check(schema, answer, "content", note=" (the question's requested_schema)")
 
 
 __all__ = ["check_answer"]

@@ -26,12 +26,20 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from ..errors import InvalidValue, MissingExtraError
-from ..json_depth import check_depth
+from ..json_depth import loads
+from ..schema_check import check
 from . import sqltext
 from .files import FileInfo, load_expr
 from .model import Cell, Output, new_cell_id
 
 MIME_PLOTLY = "application/vnd.plotly.v1+json"
+NOTEBOOK = {"type": "object", "description": "A Jupyter notebook (nbformat 4; versions 1 to 3 are converted on "
+                                            "import, and nbformat's own validation decides what is one).",
+            "properties": {"cells": {"type": "array", "items": {"type": "object"}}, "metadata": {"type": "object"},
+                           "nbformat": {"type": "integer", "minimum": 1, "maximum": 4},
+                           "nbformat_minor": {"type": "integer", "minimum": 0}}}
+"""The top level of a notebook, as the API document gives it and the import checks it first
+(nbformat converts an old version without looking at it)."""
 SQL_HEADER = "# SQL cell (turnstream): the statement runs in DuckDB over this notebook's DataFrames."
 
 
@@ -137,7 +145,7 @@ def from_ipynb(raw: bytes) -> list[Cell]:
     ``InvalidValue`` (field ``notebook``) when it is not a valid notebook, or nests deeper
     than ``json_depth.MAX_DEPTH``."""
     nbformat = _nbformat()
-    check_depth(raw, "notebook")
+    check(NOTEBOOK, loads(raw, "notebook"), "notebook")
     try:
         nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
         nbformat.validate(nb)
@@ -164,4 +172,4 @@ def from_ipynb(raw: bytes) -> list[Cell]:
     return cells
 
 
-__all__ = ["MIME_PLOTLY", "from_ipynb", "sql_source", "to_ipynb"]
+__all__ = ["MIME_PLOTLY", "NOTEBOOK", "from_ipynb", "sql_source", "to_ipynb"]

@@ -15,6 +15,7 @@ Which version: the transport does not say, so the client does, in this order:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import orjson
@@ -28,6 +29,10 @@ from .models import UIMessageIn, UIPartIn
 
 HEADER = "x-ai-sdk-version"
 QUERY = "ai_sdk"
+VERSION_PATTERN = "^(v?([567])(\\.[0-9A-Za-z.+-]*)?)?$"
+_VERSION = re.compile(r"v?([567])(\.[0-9A-Za-z.+-]*)?")
+VERSION_PARAMS = {name: {"type": "string", "pattern": VERSION_PATTERN} for name in ("X-AI-SDK-Version", QUERY)}
+"""Their schemas: ``5``, ``6``, ``7`` or a full version (``v6.0.326``); empty is the default."""
 _APPROVAL_STATES = ("approval-requested", "approval-responded", "output-denied")
 
 
@@ -36,14 +41,13 @@ def requested_version(call: Call, messages: list[UIMessageIn] | None = None) -> 
     parameter for one that is not 5, 6 or 7."""
     for where, name, raw in (("header", "X-AI-SDK-Version", call.request.headers.get(HEADER)),
                              ("query", QUERY, call.request.query_params.get(QUERY))):
-        if raw is None or not raw.strip():
+        if not raw:
             continue
-        major = raw.strip().lstrip("v").split(".", 1)[0]
-        for v in VERSIONS:
-            if major == str(v):
-                return v
-        raise invalid_field([where, name], f"must be one of {', '.join(map(str, VERSIONS))} (the major of the "
-                                           f"`ai` package), not {raw!r}")
+        found = _VERSION.fullmatch(raw)
+        if found is None:
+            raise invalid_field([where, name], f"must be one of {', '.join(map(str, VERSIONS))} (the major of the "
+                                               f"`ai` package, or its full version), not {raw!r}")
+        return next(v for v in VERSIONS if str(v) == found.group(1))
     for m in messages or ():
         if any(tool_part_name(p) is not None and (p.state in _APPROVAL_STATES or p.approval is not None)
                for p in m.parts):

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import models_json_schema
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -22,6 +23,7 @@ from starlette.types import Message
 
 from ..json_depth import MAX_DEPTH, too_deep
 from ..store import User
+from .auth import ID_PATTERN
 from .errors import ApiError, from_validation, invalid_field, too_large
 from .models import ErrorOut
 from .state import AppState
@@ -55,6 +57,16 @@ class Reply:
     description: str
     model: type[BaseModel] | None = None
     media_type: str = "application/json"
+    schema: dict[str, Any] | None = None
+    """The body's schema where no model gives it (a document of another media type); an
+    event stream's is ``SSE_EVENT``'s, a body of any other type is a string."""
+
+
+SSE_EVENT = {"type": "object", "description": "One server-sent event: the SSE fields of one event.",
+             "properties": {"event": {"type": "string"}, "data": {"type": "string"}, "id": {"type": "string"},
+                            "retry": {"type": "integer"}}}
+ID_PARAM = {"type": "string", "pattern": ID_PATTERN}
+"""A session's or turn's id in a path (others are answered 404 without a lookup)."""
 
 
 @dataclass(slots=True)
@@ -74,6 +86,9 @@ class Endpoint:
     """A body the handler reads itself (multipart, a file): its OpenAPI ``content``. Beside
     ``body``, a request of a media type listed here reaches the handler unread (``Call.body``
     None) and one of any other type is parsed as ``body``."""
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The schema of a path, query or header parameter, by name, where it is not any string
+    (``session_id`` and ``turn_id`` are ``ID_PARAM``)."""
 
 
 async def read_body(request: Request, model: type[M]) -> M:
@@ -126,18 +141,28 @@ class Api:
     def route(self, method: str, path: str, *, summary: str, body: type[BaseModel] | None = None,
               replies: dict[int, Reply] | None = None, headers: dict[str, str] | None = None,
               query: dict[str, str] | None = None, auth: bool = True,
-              raw_body: dict[str, Any] | None = None) -> Callable[[Handler], Handler]:
+              raw_body: dict[str, Any] | None = None,
+              params: dict[str, dict[str, Any]] | None = None) -> Callable[[Handler], Handler]:
         def register(fn: Handler) -> Handler:
             self.endpoints.append(Endpoint(method, path, fn, summary, body, replies or {}, headers or {},
-                                           query or {}, auth, raw_body))
+                                           query or {}, auth, raw_body, params or {}))
             return fn
         return register
 
     def routes(self, state: AppState) -> list[Route]:
-        out = []
+        """One route per path, so that a method the path does not take is a 405 whose
+        ``Allow`` lists every method it takes (Starlette lists those of one route only)."""
+        by_path: dict[str, dict[str, Endpoint]] = {}
         for ep in self.endpoints:
-            out.append(Route(ep.path, _wrap(ep, state), methods=[ep.method], name=ep.handler.__name__))
-        return out
+            by_path.setdefault(ep.path, {})[ep.method] = ep
+        return [Route(path, _by_method({m: _wrap(ep, state) for m, ep in eps.items()}), methods=_EVERY_METHOD,
+                      name=next(iter(eps.values())).handler.__name__)
+                for path, eps in by_path.items()]
+
+    def _param_schema(self, ep: Endpoint, name: str) -> dict[str, Any]:
+        if name in ep.params:
+            return ep.params[name]
+        return dict(ID_PARAM) if name in ("session_id", "turn_id") else {"type": "string"}
 
     # OpenAPI -----------------------------------------------------------------------------
     def _session_links(self) -> dict[str, Any]:
@@ -160,22 +185,28 @@ class Api:
         for ep in self.endpoints:
             op: dict[str, Any] = {"summary": ep.summary, "operationId": ep.handler.__name__}
             params: list[dict[str, Any]] = [
-                {"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
+                {"name": n, "in": "path", "required": True, "schema": self._param_schema(ep, n)}
                 for n in re.findall(r"{(\w+)}", ep.path)]
-            params += [{"name": h, "in": "header", "required": False, "description": d, "schema": {"type": "string"}}
-                       for h, d in ep.headers.items()]
-            params += [{"name": q, "in": "query", "required": False, "description": d, "schema": {"type": "string"}}
-                       for q, d in ep.query.items()]
+            params += [{"name": h, "in": "header", "required": False, "description": d,
+                        "schema": self._param_schema(ep, h)} for h, d in ep.headers.items()]
+            params += [{"name": q, "in": "query", "required": False, "description": d,
+                        "schema": self._param_schema(ep, q)} for q, d in ep.query.items()]
             if params:
                 op["parameters"] = params
             if ep.body is not None or ep.raw_body is not None:
                 body = {"application/json": {"schema": ref[ep.body]}} if ep.body is not None else {}
-                op["requestBody"] = {"required": True, "content": {**body, **(ep.raw_body or {})}}
+                # A body whose every field has a default may be left out: it is read as {}.
+                required = ep.body is None or any(f.is_required() for f in ep.body.model_fields.values())
+                op["requestBody"] = {"required": required, "content": {**body, **(ep.raw_body or {})}}
             responses: dict[str, Any] = {}
             for status, reply in ep.replies.items():
                 content: dict[str, Any] = {}
                 if reply.model is not None:
                     content[reply.media_type] = {"schema": ref[reply.model]}
+                elif reply.schema is not None:
+                    content[reply.media_type] = {"schema": reply.schema}
+                elif reply.media_type == "text/event-stream":
+                    content[reply.media_type] = {"schema": SSE_EVENT}
                 elif reply.media_type != "application/json":
                     content[reply.media_type] = {"schema": {"type": "string"}}
                 responses[str(status)] = {"description": reply.description, **({"content": content} if content else {})}
@@ -185,6 +216,8 @@ class Api:
                 if status == 401 and not ep.auth:
                     continue
                 if status in (409, 404) and status not in ep.replies and "{" not in ep.path and ep.body is None:
+                    continue
+                if status == 413 and ep.body is None and ep.raw_body is None:
                     continue
                 responses.setdefault(str(status), {"description": desc,
                                                    "content": {"application/json": {"schema": ref[ErrorOut]}}})
@@ -203,10 +236,28 @@ class Api:
 
 API = Api()
 _ERRORS = {401: "No valid API key.", 404: "Not found (or not yours).", 409: "Conflict with the turn's state.",
+           413: f"The body is larger than {MAX_BODY} bytes, or a part of it over its own limit.",
            422: "Invalid input; the message names the field."}
 OVERLOADED = {503: Reply("At capacity: the turn could not start within TURNSTREAM_ADMIT_WAIT_S; nothing "
                          "was stored; try again (here or on another server) after Retry-After seconds.", ErrorOut)}
 """The extra reply of the routes that start a turn (admission.py)."""
+
+
+_EVERY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"]
+"""What a route lets through to ``_by_method``, which answers a method its path does not take."""
+
+
+def _by_method(handlers: dict[str, Callable[[Request], Awaitable[Response]]]
+               ) -> Callable[[Request], Awaitable[Response]]:
+    allow = ", ".join(handlers)
+
+    async def endpoint(request: Request) -> Response:
+        handler = handlers.get(request.method)
+        if handler is None:
+            raise HTTPException(405, headers={"Allow": allow})
+        return await handler(request)
+
+    return endpoint
 
 
 def _wrap(ep: Endpoint, state: AppState) -> Callable[[Request], Awaitable[Response]]:
@@ -220,4 +271,4 @@ def _wrap(ep: Endpoint, state: AppState) -> Callable[[Request], Awaitable[Respon
     return endpoint
 
 
-__all__ = ["API", "OVERLOADED", "Api", "Call", "Reply", "capped", "is_form"]
+__all__ = ["API", "ID_PARAM", "OVERLOADED", "SSE_EVENT", "Api", "Call", "Reply", "capped", "is_form"]

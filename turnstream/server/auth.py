@@ -27,7 +27,9 @@ KEY_SUBPROTOCOL = "turnstream.key."
 SUBPROTOCOL = "turnstream"
 _CACHE_TTL = 60.0
 _CACHE_MAX = 4096
-_ID = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
+ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,200}$"
+"""What a session's or a turn's id can be; any other is answered as one that does not exist."""
+_ID = re.compile(ID_PATTERN)
 
 
 class Authenticator:
@@ -89,5 +91,5 @@ async def owned_turn(store: Store, session: Session, turn_id: str) -> Turn:
     return turn
 
 
-__all__ = ["KEY_SUBPROTOCOL", "SUBPROTOCOL", "Authenticator", "bearer_key", "owned_session", "owned_turn",
+__all__ = ["ID_PATTERN", "KEY_SUBPROTOCOL", "SUBPROTOCOL", "Authenticator", "bearer_key", "owned_session", "owned_turn",
            "websocket_key"]

@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
 from ..agents_config import AgentConfig
 from ..blocks import Block, Usage
@@ -134,7 +143,13 @@ class ToolResultIn(_Body):
         "With approved=true: always allow this tool in this session; its later calls run without asking."))
 
 
-Index = Annotated[int, Field(strict=True, ge=0, le=100_000)]
+def _whole(value: Any) -> Any:
+    """A JSON number without a fraction (``3.0`` is 3, as JSON Schema's ``integer`` says),
+    never a string or a boolean."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+Index = Annotated[int, Field(strict=True, ge=0, le=100_000), BeforeValidator(_whole)]
 Code = Annotated[str, AfterValidator(_storable), Field(max_length=1_000_000)]
 
 
@@ -282,7 +297,7 @@ class RunOut(BaseModel):
 class RestartBody(_Body):
     """A restart of the notebook's kernel."""
 
-    run_all: bool = Field(default=False, description="Then run every cell in order, stopping after the first "
+    run_all: StrictBool = Field(default=False, description="Then run every cell in order, stopping after the first "
                                                      "that does not succeed.")
 
 

@@ -41,7 +41,7 @@ from .follow import Follower
 from .models import TOOLSETS, CancelOut, ClientTool, SteerOut, Toolset
 from .models_agui import AguiMessage, AguiResume, RunAgentInputIn
 from .named_sessions import open_named_session, open_turn
-from .routes_chat import path_name, stop_named
+from .routes_chat import PARAMS, path_name, stop_named
 from .routes_turns import client_tool_specs, start_turn, submit
 from .steering import steer
 from .turn_stream import STEPS_HEADER, STEPS_QUERY, notebook_feed, requested_steps, with_notebook
@@ -163,7 +163,7 @@ async def _steer(call: Call, session: Session, turn: Turn, text: str) -> tuple[S
 
 
 @API.route("POST", "/api/ag-ui", summary="AG-UI: RunAgentInput in, the run's events out (a threadId is a session)",
-           body=RunAgentInputIn, headers=STEPS_HEADER, query=STEPS_QUERY,
+           body=RunAgentInputIn, headers=STEPS_HEADER, query=STEPS_QUERY, params=PARAMS,
            replies={200: Reply("AG-UI events (SSE): RUN_STARTED … RUN_FINISHED or RUN_ERROR.", None, SSE),
                     **OVERLOADED})
 async def agui_run(call: Call) -> Response:
@@ -222,7 +222,7 @@ async def agui_run(call: Call) -> Response:
 
 
 @API.route("POST", "/api/ag-ui/{thread_id}/stop",
-           summary="Stop an AG-UI thread's open turn (an aborted request does not stop it)",
+           summary="Stop an AG-UI thread's open turn (an aborted request does not stop it)", params=PARAMS,
            replies={200: Reply("Cancelled, or being cancelled by the process that runs it.", CancelOut),
                     204: Reply("No turn of this thread is open: nothing to stop.")})
 async def agui_stop(call: Call) -> Response:

@@ -29,6 +29,7 @@ def session_attachments(session: Session) -> dict[str, Attachment]:
 
 
 @API.route("GET", "/api/sessions/{session_id}/blobs/{sha256}",
+           params={"sha256": {"type": "string", "pattern": f"^{_SHA256.pattern}$"}},
            summary="An image or file of this session's messages or tool results, by its SHA-256",
            replies={200: Reply("The bytes, with their media type.", None, "application/octet-stream"),
                     404: Reply("No such session, or no turn of it refers to this hash (or not yours).")})

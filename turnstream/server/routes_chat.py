@@ -34,7 +34,7 @@ from ..blocks import Attachment, Session
 from ..errors import ContentRejected
 from ..lifecycle import pending_requests
 from .aisdk import STEERING_PART, UIMessageStreamEncoder, Version, chunks_response, ui_stream_response
-from .aisdk_request import FILE_FIELDS, Answer, answers, file_parts, message_text, requested_version
+from .aisdk_request import FILE_FIELDS, VERSION_PARAMS, Answer, answers, file_parts, message_text, requested_version
 from .api import API, OVERLOADED, Call, Reply
 from .errors import ApiError, conflict, invalid_field, not_found
 from .follow import Follower
@@ -44,6 +44,7 @@ from .routes_turns import checked_and_stored, client_tool_specs, refusal, start_
 from .steering import steer
 from .turn_stream import (
     STEPS_HEADER,
+    STEPS_PARAMS,
     STEPS_QUERY,
     StepsMode,
     notebook_feed,
@@ -57,6 +58,9 @@ VERSION_HEADER = {"X-AI-SDK-Version": "The major of the `ai` package that reads 
                   **STEPS_HEADER}
 VERSION_QUERY = {"ai_sdk": "Same as X-AI-SDK-Version, for a transport whose headers you do not set.", **STEPS_QUERY}
 _ID = re.compile(ID_PATTERN)
+PARAMS = {**VERSION_PARAMS, **STEPS_PARAMS, "chat_id": {"type": "string", "pattern": ID_PATTERN},
+          "thread_id": {"type": "string", "pattern": ID_PATTERN}}
+"""The schemas of the chat and AG-UI routes' parameters."""
 
 
 def chat_session_id(user_id: str, chat_id: str) -> str:
@@ -113,7 +117,7 @@ async def _continue(call: Call, session: Session, body: ChatRequest) -> tuple[Fo
 
 
 @API.route("POST", "/api/chat", summary="AI SDK UI message stream (useChat 5, 6, 7): a chat id is a session",
-           body=ChatRequest, headers=VERSION_HEADER, query=VERSION_QUERY,
+           body=ChatRequest, headers=VERSION_HEADER, query=VERSION_QUERY, params=PARAMS,
            replies={200: Reply("UI message stream v1 chunks, then [DONE].", None, SSE), **OVERLOADED})
 async def chat(call: Call) -> Response:
     state = call.state
@@ -198,7 +202,7 @@ async def _steered(call: Call, session: Session, steered: tuple[dict[str, Any], 
 
 @API.route("GET", "/api/chat/{chat_id}/stream",
            summary="Resume a chat's open turn (useChat resume): the whole message, stored events then live",
-           headers=VERSION_HEADER, query=VERSION_QUERY,
+           headers=VERSION_HEADER, query=VERSION_QUERY, params=PARAMS,
            replies={200: Reply("UI message stream v1 chunks of the open turn from its start, then [DONE].", None,
                                SSE),
                     204: Reply("No turn of this chat is open: nothing to resume.")})
@@ -218,7 +222,7 @@ async def chat_stream(call: Call) -> Response:
 
 
 @API.route("POST", "/api/chat/{chat_id}/stop",
-           summary="Stop a chat's open turn (a dropped connection does not stop it)",
+           summary="Stop a chat's open turn (a dropped connection does not stop it)", params=PARAMS,
            replies={200: Reply("Cancelled, or being cancelled by the process that runs it.", CancelOut),
                     204: Reply("No turn of this chat is open: nothing to stop.")})
 async def chat_stop(call: Call) -> Response:

@@ -10,7 +10,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response
 
 from ..errors import ApiError
-from ..notebook.ipynb import from_ipynb, to_ipynb
+from ..notebook.ipynb import NOTEBOOK, from_ipynb, to_ipynb
 from .api import API, MAX_BODY, Call, Reply
 from .errors import conflict, invalid_field, too_large
 from .models import ImportOut
@@ -22,7 +22,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 @API.route("GET", PATH, summary="The notebook as a Jupyter notebook (nbformat 4, outputs included)",
-           replies={200: Reply("The .ipynb document.", media_type=IPYNB)})
+           replies={200: Reply("The .ipynb document.", media_type=IPYNB, schema=NOTEBOOK)})
 async def export_ipynb(call: Call) -> Response:
     manager, sid = await session_notebook(call)
     session = await call.state.store.get_session(sid)
@@ -36,7 +36,7 @@ async def export_ipynb(call: Call) -> Response:
 
 
 @API.route("POST", PATH, summary="Import a Jupyter notebook into this session's empty notebook (nothing runs)",
-           raw_body={IPYNB: {"schema": {"type": "object"}}, "application/json": {"schema": {"type": "object"}}},
+           raw_body={IPYNB: {"schema": NOTEBOOK}, "application/json": {"schema": NOTEBOOK}},
            replies={201: Reply("The imported cells.", ImportOut),
                     409: Reply("The notebook already has cells."), 413: Reply("Larger than 16 MiB.")})
 async def import_ipynb(call: Call) -> Response:

@@ -92,7 +92,9 @@ async def list_files(call: Call) -> Response:
     return JSONResponse({"files": [f.to_dict() for f in await manager.files.infos(sid)]})
 
 
-@API.route("DELETE", BASE + "/files/{name}", summary="Delete a data file",
+@API.route("DELETE", BASE + "/files/{name}", summary="Delete a data file", params={"name": {
+               "type": "string", "description": "A data file's name (no '..', ending in its format).",
+               "pattern": r"^[A-Za-z0-9]([A-Za-z0-9 _-]|\.[A-Za-z0-9 _-]){0,59}\.(csv|tsv|parquet|json|xlsx)$"}},
            replies={200: Reply("Deleted.", Deleted), 404: Reply("No such session or file (or not yours).")})
 async def delete_file(call: Call) -> Response:
     manager, sid = await session_notebook(call)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ from .auth import owned_session, owned_turn
 from .errors import ApiError, conflict, invalid_field, not_found, too_large
 from .follow import Follower
 from .models import CancelOut, ClientTool, PartIn, SteerOut, ToolResultIn, ToolResultOut, TurnCreate
-from .sse_encoder import parse_last_event_id, sse_response
+from .sse_encoder import LAST_EVENT_ID, parse_last_event_id, sse_response
 from .state import AppState
 from .steering import steer
 from .turn_form import FILE_FIELDS as FORM_FILE_FIELDS
@@ -127,7 +128,10 @@ async def create_turn(call: Call) -> Response:
            summary="A turn's events: stored ones after Last-Event-ID, then live ones",
            headers={"Last-Event-ID": "<turn_id>:<n> of the last event received; replay starts after it."},
            query={"last_event_id": "Same as the Last-Event-ID header (for clients that cannot set headers)."},
-           replies={200: Reply("The turn's events until turn_complete.", None, SSE)})
+           params={name: {"type": "string", "pattern": LAST_EVENT_ID} for name in ("Last-Event-ID", "last_event_id")},
+           replies={200: Reply("The turn's events until turn_complete.", None, SSE),
+                    404: Reply("No such session or turn (or not yours), or the Last-Event-ID names an event of "
+                               "another turn.")})
 async def turn_events(call: Call) -> Response:
     state = call.state
     session = await owned_session(state.store, call.user, call.param("session_id"))
@@ -137,11 +141,13 @@ async def turn_events(call: Call) -> Response:
     where = "header"
     if raw is None:
         raw, where = call.request.query_params.get("last_event_id"), "query"
-    if raw is not None and raw.strip():
+    if raw:
+        name = "Last-Event-ID" if where == "header" else "last_event_id"
+        if re.fullmatch(LAST_EVENT_ID, raw) is None:
+            raise invalid_field([where, name], f"must be '{turn.id}:<n>' (the id of an event of this turn)")
         parsed = parse_last_event_id(raw, turn.id)
         if parsed is None:
-            name = "Last-Event-ID" if where == "header" else "last_event_id"
-            raise invalid_field([where, name], f"must be '{turn.id}:<n>' (the id of an event of this turn)")
+            raise not_found(f"event {raw} in turn {turn.id}")
         after = parsed
     follower = Follower(state.store, state.bus, session.id, turn.id, after, ping_interval=state.settings.ping_interval)
     return sse_response(follower.batches(), headers={"X-Turn-Id": turn.id})

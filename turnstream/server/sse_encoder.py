@@ -55,6 +55,10 @@ def sse_response(batches: AsyncIterator[list[Envelope] | None], *,
                              headers={**HEADERS, **(headers or {})})
 
 
+LAST_EVENT_ID = r"^([A-Za-z0-9_.:-]{1,200}:)?[0-9]{1,12}$"
+"""What a Last-Event-ID can be: ``<turn_id>:<n>``, or a bare ``n``."""
+
+
 def parse_last_event_id(value: str, turn_id: str) -> int | None:
     """``<turn_id>:<n>`` (or a bare ``n``) to n; None when it is not one of those for this turn."""
     tid, sep, n = value.strip().rpartition(":")
@@ -65,4 +69,4 @@ def parse_last_event_id(value: str, turn_id: str) -> int | None:
     return int(n)
 
 
-__all__ = ["PING", "encode", "parse_last_event_id", "sse_response"]
+__all__ = ["LAST_EVENT_ID", "PING", "encode", "parse_last_event_id", "sse_response"]

@@ -31,7 +31,7 @@ FILE_FIELDS = {"media_type": "content_type", "data": "content"}
 MULTIPART: dict[str, Any] = {"multipart/form-data": {"schema": {
     "type": "object", "required": ["message"],
     "properties": {
-        "message": {"type": "string", "description": "The user's message."},
+        "message": {"type": "string", "minLength": 1, "maxLength": 500_000, "description": "The user's message."},
         "files": {"type": "array", "items": {"type": "string", "format": "binary"},
                   "description": "Images (PNG, JPEG, GIF, WebP) and PDFs, each with its Content-Type "
                                  "(docs/content-parts.md)."}}}}}

@@ -42,6 +42,9 @@ STEPS_MODES: tuple[StepsMode, ...] = ("live", "whole")
 STEPS_HEADER = {"X-Turnstream-Steps": "`live` (default): deltas as they arrive; `whole`: each step's parts once "
                                       "its provider stream has ended, so a restarted step never shows."}
 STEPS_QUERY = {"steps": "Same as X-Turnstream-Steps, for a client whose headers you do not set."}
+STEPS_PARAMS = {name: {"type": "string", "pattern": "^([Ll][Ii][Vv][Ee]|[Ww][Hh][Oo][Ll][Ee])?$"}
+                for name in (*STEPS_HEADER, *STEPS_QUERY)}
+"""Their schemas: either mode, in any case; empty is the default."""
 
 MODEL_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use", "provider")
 """Blocks a provider's stream makes (a tool result is not one: it comes after the stream)."""
@@ -52,10 +55,10 @@ def requested_steps(call: Call) -> StepsMode:
     422 naming the one that holds anything else."""
     for where, name, raw in (("header", "X-Turnstream-Steps", call.request.headers.get("x-turnstream-steps")),
                              ("query", "steps", call.request.query_params.get("steps"))):
-        if raw is None or not raw.strip():
+        if not raw:
             continue
         for mode in STEPS_MODES:
-            if raw.strip().lower() == mode:
+            if raw.lower() == mode:
                 return mode
         raise invalid_field([where, name], f"must be one of {', '.join(STEPS_MODES)}, not {raw!r}")
     return "live"

@@ -41,14 +41,16 @@ def test_an_answer_that_breaks_the_requested_schema_is_422_naming_the_field(tmp_
                 assert r.status_code == 422, (answer, r.text)
                 assert r.json()["detail"][0]["loc"] == ["body", "content", *loc], (answer, r.text)
                 assert words in r.json()["message"], (answer, r.text)
-            r = c.post(url, json={"tool_use_id": call, "content": json.dumps({"colors": ["red", "blue"], "size": "M"})})
+            fitting = json.dumps({"colors": ["red", "blue"], "size": "M"})
+            r = c.post(url, json={"tool_use_id": call, "content": fitting})
             assert r.status_code == 200 and r.json()["resumed"] is True, r.text
             tid, _, _ = r.json()["last_event_id"].rpartition(":")
             with sse(c, "GET", f"/api/sessions/{sid}/turns/{tid}/events",
                      headers={"Last-Event-ID": r.json()["last_event_id"]}) as stream:
                 rest = stream.rest()
             assert rest[-1].data["status"] == "complete"
-            results = [e.data["block"] for e in rest if e.event == "block_stop" and e.data["block"]["type"] == "tool_result"]
+            results = [e.data["block"] for e in rest
+                       if e.event == "block_stop" and e.data["block"]["type"] == "tool_result"]
             assert [(b["content"], b["is_error"]) for b in results] == [("red, blue in M", False)]
     finally:
         srv.stop()

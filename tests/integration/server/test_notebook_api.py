@@ -335,7 +335,7 @@ def test_the_notebook_exports_as_a_valid_ipynb_and_imports_into_an_empty_one(ser
         assert imported[1]["outputs"][-1]["type"] == "text"  # the table's text came along
         assert c.post(nb_url(other, ".ipynb"), content=r.request.content).status_code == 409
         bad = c.post(nb_url(new_session(c), ".ipynb"), content=b'{"cells": "no"}')
-        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "notebook"]
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "notebook", "cells"]
 
 
 def test_an_ipynb_over_16_mib_is_413_and_imports_nothing(server: Server) -> None:

@@ -1,5 +1,9 @@
 """schemathesis fuzzes every operation of ``/openapi.json`` (coverage, fuzzing and stateful
-phases, bounded) against a real server and finds no 5xx.
+phases, bounded, a fixed seed) against a real server with all its checks: no 5xx, and the
+document matches the server (every status, content type, header and body documented, every
+schema-valid request taken and every schema-violating one refused, ``Allow`` on a 405 exact).
+Where a route refuses a schema-valid request for a rule JSON Schema cannot carry, the
+exception is in ``schemathesis.toml`` beside this file, with the rule.
 
 One worker: with several, schemathesis' threads call ``ast.parse`` at once, which trips a
 CPython 3.11 bug ("AST constructor recursion depth mismatch") inside hypothesis.
@@ -25,21 +29,26 @@ from hypothesis import strategies as st
 
 from tests.support.server import Server, new_session, server_errors, start_server
 
+CONFIG = Path(__file__).with_name("schemathesis.toml")
 
-def test_no_server_error_under_fuzzing(tmp_path: Path) -> None:
+
+def test_the_openapi_document_matches_the_server_under_fuzzing(tmp_path: Path) -> None:
     srv = start_server(tmp_path, model="scripted:echo")
     try:
         exe = shutil.which("schemathesis", path=str(Path(sys.executable).parent)) or "schemathesis"
         out = subprocess.run(
-            [exe, "run", f"{srv.url}/openapi.json", "--checks", "not_a_server_error",
+            # Not ensure_resource_availability: its inferred links send one session's turn id with
+            # another session, and the 404 that rightly follows reads to it as a lost resource.
+            [exe, "--config-file", str(CONFIG), "run", f"{srv.url}/openapi.json", "--checks", "all",
+             "--exclude-checks", "ensure_resource_availability",
              "-H", f"Authorization: Bearer {srv.key}", "--max-examples", "12", "--seed", "20240611",
-             "--phases", "coverage,fuzzing,stateful", "--workers", "1", "--no-color",
+             "--phases", "coverage,fuzzing,stateful", "--workers", "1", "--no-color", "--continue-on-failure",
              "--report-dir", str(tmp_path / "report")],
             capture_output=True, text=True, timeout=240, cwd=tmp_path)
     finally:
         srv.stop()
-    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
-    assert " passed" in out.stdout
+    assert out.returncode == 0, out.stdout[-12000:] + out.stderr[-2000:]
+    assert " passed" in out.stdout and " failed" not in out.stdout
     assert server_errors(srv) == []
 
 

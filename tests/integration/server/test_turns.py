@@ -85,10 +85,13 @@ def test_replay_with_bare_number_and_query_param(server: Server) -> None:
         with sse(c, "GET", f"/api/sessions/{sid}/turns/{tid}/events",
                  params={"last_event_id": events[-2].id}) as s:
             assert [e.event for e in s.rest()] == ["turn_complete"]
-        for bad in ["turn_other:3", "abc", "-1", "1.5"]:
+        for bad in ["abc", "-1", "1.5"]:
             r = c.get(f"/api/sessions/{sid}/turns/{tid}/events", headers={"Last-Event-ID": bad})
             assert r.status_code == 422, bad
             assert r.json()["message"].startswith("header.Last-Event-ID:")
+        # The id of an event of another turn is well formed, and names no event of this one.
+        r = c.get(f"/api/sessions/{sid}/turns/{tid}/events", headers={"Last-Event-ID": "turn_other:3"})
+        assert r.status_code == 404 and "turn_other:3" in r.json()["message"]
 
 
 def test_a_message_while_one_runs_is_queued_and_409_only_while_a_client_tool_waits(

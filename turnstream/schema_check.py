@@ -1,0 +1,34 @@
+"""A JSON value checked against a JSON Schema with the ``jsonschema`` library: the answer to an
+MCP server's question against its ``requested_schema`` (``elicitation.py``), an imported
+notebook's top level against the schema the API document gives it (``notebook/ipynb.py``).
+One refusal, ``InvalidValue`` naming the field and the place inside it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import InvalidValue
+
+
+def check(schema: dict[str, Any], value: Any, field: str, *, note: str = "") -> None:
+    """``InvalidValue`` (``field``, ``path`` the place) when ``value`` does not fit ``schema``;
+    ``note`` follows the message. A schema that is not valid is not held against the value."""
+    from jsonschema import validators
+    from jsonschema.exceptions import SchemaError, best_match
+
+    cls = validators.validator_for(schema, default=validators.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except SchemaError:
+        return
+    error = best_match(cls(schema).iter_errors(value))
+    if error is None:
+        return
+    path: list[str | int] = list(error.absolute_path)
+    if error.validator == "required" and not path and isinstance(value, dict):
+        missing = next((name for name in error.validator_value if name not in value), None)
+        path = [missing] if isinstance(missing, str) else []
+    raise InvalidValue(field, f"{error.message}{note}", path=tuple(path))
+
+
+__all__ = ["check"]
