@@ -1,6 +1,6 @@
 // A notebook that forgives (issue 26): restarting the kernel from the notebook's header, the
-// marks of cells that ran in a kernel that is gone, and a dependent cell that waits on an
-// interrupted one instead of running it again.
+// marks of cells that ran in a kernel that is gone, a dependent cell that waits on an
+// interrupted one instead of running it again, and Tab that never enters a code editor.
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -14,6 +14,15 @@ async function serverCells(sid) {
 
 async function addCell(sid, code) {
   return api(`/api/sessions/${sid}/notebook/cells`, { method: "POST", body: { code } });
+}
+
+// Polls `check` (an observable state: a route's answer) until it holds, for at most `ms`.
+async function until(check, what, ms = 10_000) {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 async function confirm(page) {
@@ -77,6 +86,46 @@ test("a cell that uses an interrupted loop waits on it instead of running it aga
     assert.equal(stored[0].status, "error");
     assert.equal(stored[0].execution_count, 1, "the loop ran once, never again");
     assert.equal(stored.find((c) => c.id === uses.id).blocked_by, loopId);
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("thirty Tabs from the message box enter no editor and change no code; Enter on a cell edits it", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Keyboard");
+    await addCell(session.id, "for i in range(3):\n    print(i)");
+    await addCell(session.id, "x = 1");
+    const before = await serverCells(session.id);
+    const page = await openPage(context, session.id);
+    await page.waitForSelector("#live-state[data-state='live']");
+    await page.waitForSelector(".cells .cell >> nth=1");
+    await page.focus("#message");
+    const inEditor = () => page.evaluate(() => Boolean(document.activeElement?.closest(".cell-editor")));
+    let cardsReached = 0;
+    for (let i = 0; i < 30; i += 1) {
+      await page.keyboard.press("Tab");
+      assert.equal(await inEditor(), false, `Tab ${i + 1} entered a code editor`);
+      if (await page.evaluate(() => document.activeElement?.classList.contains("cell"))) cardsReached += 1;
+    }
+    assert.ok(cardsReached >= 1, "Tab reaches the cells themselves");
+    assert.deepEqual(await serverCells(session.id), before);
+
+    // On a cell, Enter goes into its editor (whose hint names Escape), typing edits, Escape leaves.
+    await cellAt(page, 1).focus();
+    assert.match(await cellAt(page, 1).locator(".cell-hint").textContent(), /Enter edits the code/);
+    await page.keyboard.press("Enter");
+    assert.equal(await inEditor(), true);
+    const hint = cellAt(page, 1).locator(".cell-hint");
+    assert.equal(await hint.isVisible(), true);
+    assert.match(await hint.textContent(), /Escape leaves the editor/);
+    await page.keyboard.press("End");
+    await page.keyboard.type("0");
+    await page.keyboard.press("Escape");
+    assert.equal(await page.evaluate(() => document.activeElement?.dataset.cellId), before[1].id);
+    await until(async () => (await serverCells(session.id))[1].code === "x = 10", "the edit to be saved");
     assert.deepEqual(page.errors, []);
   } finally {
     await context.close();

@@ -323,3 +323,7 @@ def test_notebook_a_cell_waits_on_an_interrupted_loop(server: Server) -> None:
 # Issue 24, admission that answers (busy.test.mjs) ---------------------------------------------------
 def test_a_busy_server_is_retried_after_retry_after(server: Server) -> None:
     _run(server, "a 503 at capacity is retried", "busy.test.mjs")
+
+
+def test_notebook_tab_never_enters_a_code_editor(server: Server) -> None:
+    _run(server, "thirty Tabs from the message box", "forgiving.test.mjs")

@@ -3,7 +3,7 @@
 // not (a build made without npm). Both offer the same small interface:
 //   getCode(), setCode(text), setLanguage(language), focus(), hasFocus(), contentElement, destroy()
 // and call onChange(code) on every edit and onKey("run-next" | "run" | "leave") for Shift+Enter,
-// Ctrl/Cmd+Enter and Escape (returning true when the key was handled).
+// Ctrl/Cmd+Enter and Escape (returning true when the key was handled). Neither is reached by Tab.
 
 const BUNDLE = "/static/vendor/codemirror/editor.min.js";
 let loading = null;
@@ -55,14 +55,19 @@ function textareaEditor({ parent, doc, label, onChange, onKey }) {
   };
 }
 
-// An editor in `parent`; CodeMirror when loadEditor() has loaded it.
+// An editor in `parent`; CodeMirror when loadEditor() has loaded it. Tab never enters it by
+// itself: its text is out of the tab order (the cell around it is in it, and Enter there, or a
+// click, goes in), so a keyboard user passing by cannot indent code without knowing.
 export function createEditor(options) {
+  let editor = null;
   if (codemirror) {
     try {
-      return codemirror.createEditor(options);
+      editor = codemirror.createEditor(options);
     } catch {
       /* a broken bundle: the text box below */
     }
   }
-  return textareaEditor(options);
+  editor ??= textareaEditor(options);
+  editor.contentElement.tabIndex = -1;
+  return editor;
 }

@@ -175,7 +175,7 @@ export class NotebookView {
 
   // --- one cell's card ----------------------------------------------------------------------
   build(cell) {
-    const node = h("article", { class: "cell", "data-cell-id": cell.id, tabindex: "-1" });
+    const node = h("article", { class: "cell", "data-cell-id": cell.id, tabindex: "0" });
     const button = (cls, text, onclick) => h("button", { type: "button", class: `btn btn-small btn-ghost ${cls}`, text, onclick });
     const entry = { id: cell.id, data: {}, node, base: cell.code ?? "", sending: null, timer: null,
       saving: Promise.resolve(true), theirs: null, applying: false };
@@ -198,6 +198,7 @@ export class NotebookView {
         h("span", { class: "cell-count" }), lang, h("span", { class: "cell-id", text: `#${cell.id}` }),
         h("span", { class: "badge", role: "status" }), tools),
       h("div", { class: "cell-editor" }),
+      h("p", { class: "cell-hint", id: `cell-hint-${cell.id}`, hidden: true }),
       h("div", { class: "cell-conflict", role: "alert", hidden: true }),
       h("div", { class: "cell-outputs", "aria-live": "polite" }),
     );
@@ -209,13 +210,26 @@ export class NotebookView {
       onChange: () => this.edited(entry),
       onKey: (name) => this.key(entry, name),
     });
-    // A focused card (after Escape): Enter edits its code again.
+    // Tab stops on the card, never in the editor: Enter on the card (or a click) edits the code,
+    // Escape in the editor comes back to the card. The hint under the editor says which is which.
     node.addEventListener("keydown", (e) => {
       if (e.target === node && e.key === "Enter") {
         e.preventDefault();
         entry.editor.focus();
       }
     });
+    const hint = node.querySelector(".cell-hint");
+    const showHint = () => {
+      const editing = entry.editor.contentElement.contains(document.activeElement);
+      hint.hidden = !editing && document.activeElement !== node;
+      hint.textContent = editing
+        ? "Editing: Tab indents, Escape leaves the editor, Shift+Enter runs the cell."
+        : "Enter edits the code; Tab moves on to the cell's buttons.";
+    };
+    node.addEventListener("focusin", showHint);
+    node.addEventListener("focusout", () => queueMicrotask(showHint));
+    node.setAttribute("aria-describedby", hint.id);
+    entry.editor.contentElement.setAttribute("aria-describedby", hint.id);
     return entry;
   }
 
