@@ -31,14 +31,16 @@ def runs_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def start_cluster(mock_provider: MockHandle, runs_dir: Path) -> Iterator[StartCluster]:
+def start_cluster(mock_provider: MockHandle, runs_dir: Path, tmp_path: Path) -> Iterator[StartCluster]:
     """``start_cluster(model=..., **env)``: a running cluster whose nodes play ``model`` from
-    the mock provider; removed at the end of the test, however it ends."""
+    the mock provider; removed at the end of the test, however it ends (the logs of its
+    nodes and of HAProxy kept in the test's ``cluster-logs`` folder)."""
     with ExitStack() as stack:
         def start(model: str, nodes: int = 3, **env: str) -> LocalCluster:
             node_env = {"TURNSTREAM_MODEL": model, "TURNSTREAM_TOOLS": TOOLS,
                         "TURNSTREAM_TEST_CLUSTER_DIR": str(runs_dir), **env}
-            return stack.enter_context(running(nodes=nodes, env=node_env, provider=mock_provider.base_url))
+            return stack.enter_context(running(nodes=nodes, env=node_env, provider=mock_provider.base_url,
+                                               logs_to=tmp_path / "cluster-logs"))
 
         yield start
 

@@ -12,6 +12,7 @@ import asyncio
 import time
 from typing import Any
 
+import httpx2 as httpx
 import pytest
 
 from tests.cluster.client import (
@@ -46,7 +47,8 @@ async def test_a_partitioned_node_is_taken_over_and_rejoins_without_a_duplicate(
         sids = [await new_session(lb, toolset="none") for _ in range(3)]
         seen = [Followed(sid) for sid in sids]
         # the turns start on the node to be cut off, through its own port
-        direct = [asyncio.create_task(start_turn(node, sid, "go", deadline, into=s)) for sid, s in zip(sids, seen)]
+        direct = [asyncio.create_task(start_turn(node, sid, "go", deadline, into=s))
+                  for sid, s in zip(sids, seen, strict=True)]
         while not all(sum(e.event == "block_delta" for e in s.events) >= 5 for s in seen):
             assert not any(t.done() for t in direct), [s.refusals for s in seen]
             await asyncio.sleep(0.02)
@@ -81,7 +83,7 @@ async def test_a_partitioned_node_is_taken_over_and_rejoins_without_a_duplicate(
         assert again.end is not None and again.end.data["status"] == "complete"
 
 
-async def _stored(lb: Any, seen: list[Followed]) -> dict[str, dict[str, Any]]:
+async def _stored(lb: httpx.AsyncClient, seen: list[Followed]) -> dict[str, dict[str, Any]]:
     out = {}
     for s in seen:
         turn = (await lb.get(f"/api/sessions/{s.sid}")).json()["turns"][0]

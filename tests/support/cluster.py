@@ -255,6 +255,14 @@ class LocalCluster:
         sh("ip", "link", "del", lay.bridge, check=False)
         shutil.rmtree(lay.root, ignore_errors=True)
 
+    def copy_logs(self, to: Path) -> None:
+        to.mkdir(parents=True, exist_ok=True)
+        root = self.layout.root
+        for log in [root / "haproxy.log", root / "pg" / "log",
+                    *(root / f"node{i}" / "server.log" for i in range(1, self.layout.nodes + 1))]:
+            if log.exists():
+                shutil.copy(log, to / str(log.relative_to(root)).replace("/", "-"))
+
     # network --------------------------------------------------------------------------------
 
     def network_up(self) -> None:
@@ -535,14 +543,19 @@ def sweep_stale() -> None:
 
 
 @contextlib.contextmanager
-def running(**kw: Any) -> Iterator[LocalCluster]:
-    """A cluster for the length of a ``with`` block (tests, benches): removed however it ends."""
+def running(logs_to: Path | None = None, **kw: Any) -> Iterator[LocalCluster]:
+    """A cluster for the length of a ``with`` block (tests, benches): removed however it ends,
+    its logs (nodes, HAProxy, PostgreSQL) first copied to ``logs_to`` when given."""
     cluster = LocalCluster.create(**kw)
     try:
         cluster.up()
         yield cluster
     finally:
-        cluster.down()
+        try:
+            if logs_to is not None:
+                cluster.copy_logs(logs_to)
+        finally:
+            cluster.down()
 
 
 # command line -------------------------------------------------------------------------------
