@@ -1,7 +1,9 @@
 """An MCP server's question in the terminal chat (a form elicitation): its message, then one
-prompt per field of the requested schema (string, number, integer, boolean, a choice), checked
-as typed; an empty line leaves an optional field out. ``/decline`` at any prompt or Ctrl-D
-declines (Ctrl-C cancels the turn, as anywhere in a turn)."""
+prompt per field of the requested schema (string, number, integer, boolean, a choice, several
+choices), checked as typed; an empty line leaves an optional field out. Several choices (an
+``array`` whose items are an ``enum``, or ``anyOf`` constants) are given as their numbers or
+names separated by commas (``1, 3``), and go as an array, held to ``minItems`` and ``maxItems``.
+``/decline`` at any prompt or Ctrl-D declines (Ctrl-C cancels the turn, as anywhere in a turn)."""
 
 from __future__ import annotations
 
@@ -27,14 +29,41 @@ def _choices(prop: dict[str, Any]) -> list[tuple[Any, str]] | None:
     return None
 
 
+def _several(prop: dict[str, Any]) -> list[tuple[Any, str]] | None:
+    """The choices of a multi-select (an array of an enum), else None."""
+    items = prop.get("items")
+    return _choices(items) if prop.get("type") == "array" and isinstance(items, dict) else None
+
+
+def _choose(choices: list[tuple[Any, str]], text: str) -> Any:
+    for i, (value, label) in enumerate(choices, 1):
+        if text in (str(i), str(value), label):
+            return value
+    raise ValueError("one of " + ", ".join(label for _, label in choices))
+
+
+def _pick_several(prop: dict[str, Any], choices: list[tuple[Any, str]], text: str) -> list[Any]:
+    picked: list[Any] = []
+    for piece in (p.strip() for p in text.split(",")):
+        value = _choose(choices, piece) if piece else None
+        if piece and value not in picked:
+            picked.append(value)
+    low, high = prop.get("minItems"), prop.get("maxItems")
+    if isinstance(low, int) and len(picked) < low:
+        raise ValueError(f"at least {low} of " + ", ".join(label for _, label in choices))
+    if isinstance(high, int) and len(picked) > high:
+        raise ValueError(f"at most {high} of " + ", ".join(label for _, label in choices))
+    return picked
+
+
 def _parse(prop: dict[str, Any], text: str) -> Any:
     """The typed value of ``text`` for ``prop``; ValueError saying what fits."""
+    several = _several(prop)
+    if several is not None:
+        return _pick_several(prop, several, text)
     choices = _choices(prop)
     if choices is not None:
-        for i, (value, label) in enumerate(choices, 1):
-            if text in (str(i), str(value), label):
-                return value
-        raise ValueError("one of " + ", ".join(label for _, label in choices))
+        return _choose(choices, text)
     kind = prop.get("type")
     if kind == "boolean":
         if text.lower() in YES:
@@ -56,8 +85,12 @@ def _parse(prop: dict[str, Any], text: str) -> Any:
 
 
 def _hint(prop: dict[str, Any], required: bool) -> str:
-    choices = _choices(prop)
-    if choices is not None:
+    several, choices = _several(prop), _choices(prop)
+    if several is not None:
+        low = prop.get("minItems")
+        least = f", at least {low}" if isinstance(low, int) and low > 1 else ""
+        kind = " / ".join(f"{i} {label}" for i, (_, label) in enumerate(several, 1)) + f"; several, with commas{least}"
+    elif choices is not None:
         kind = " / ".join(f"{i} {label}" for i, (_, label) in enumerate(choices, 1))
     else:
         kind = {"boolean": "y/n", "integer": "whole number", "number": "number"}.get(str(prop.get("type")), "text")

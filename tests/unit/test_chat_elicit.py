@@ -1,0 +1,50 @@
+"""The terminal chat's form for an MCP server's question (``chat/elicit.py``): a multi-select
+(an array of an enum, as server-everything's ``trigger-elicitation-request`` asks) is asked as
+one, and answered with an array (issue 27, item 6)."""
+
+from __future__ import annotations
+
+import io
+
+import orjson
+from rich.console import Console
+
+from turnstream.chat.elicit import ask_elicitation
+
+PALETTE = {"type": "object", "required": ["colors", "size"], "properties": {
+    "colors": {"type": "array", "minItems": 1, "items": {"type": "string", "enum": ["red", "green", "blue"]}},
+    "size": {"type": "string", "enum": ["S", "M", "L"]},
+    "tags": {"type": "array", "items": {"anyOf": [{"const": "a", "title": "Apples"}, {"const": "b", "title": "Pears"}]}}}}
+
+
+async def _answer(lines: list[str], schema: dict[str, object]) -> tuple[dict[str, object], list[str], str]:
+    prompts: list[str] = []
+    queue = list(lines)
+
+    async def ask(prompt: str) -> str | None:
+        prompts.append(prompt)
+        return queue.pop(0) if queue else None
+
+    out = io.StringIO()
+    console = Console(file=out, width=200, color_system=None)
+    answer = await ask_elicitation(ask, console, "paint", {"message": "Which colours?", "requested_schema": schema})
+    return answer, prompts, out.getvalue()
+
+
+async def test_a_multi_select_is_asked_as_one_and_answered_with_an_array() -> None:
+    answer, prompts, shown = await _answer(["", "4", "1, blue, 1", "2", "Pears"], PALETTE)
+    assert orjson.loads(str(answer["content"])) == {"colors": ["red", "blue"], "size": "M", "tags": ["b"]}
+    assert "1 red / 2 green / 3 blue; several, with commas" in prompts[0]
+    assert "colors needs an answer (it is required)" in shown
+    assert "colors needs one of red, green, blue" in shown  # "4" is no choice
+    assert "1 Apples / 2 Pears; several, with commas, optional" in prompts[-1]
+
+
+async def test_too_few_choices_are_asked_again_and_an_optional_one_may_be_left_out() -> None:
+    schema = {"type": "object", "properties": {
+        "pick": {"type": "array", "minItems": 2, "maxItems": 2, "items": {"enum": ["x", "y", "z"]}},
+        "more": {"type": "array", "items": {"enum": ["p"]}}}}
+    answer, prompts, shown = await _answer(["1", "1,2,3", "x, z", ""], schema)
+    assert orjson.loads(str(answer["content"])) == {"pick": ["x", "z"]}
+    assert "at least 2 of x, y, z" in shown and "at most 2 of x, y, z" in shown
+    assert "several, with commas, at least 2" in prompts[0]
