@@ -1,5 +1,7 @@
-"""Overload: more turns than the cluster admits. The turns hold their places (a slow tool
-call, cheap on the CPU) until the nodes are full; then more are sent through HAProxy. Each
+"""Overload: more turns than the cluster admits. Turns that stream (one frame every 40 ms,
+more work than two cores carry for hundreds of them) fill the nodes past their starting
+limit of 100 running turns each (their
+clients leave once the turn started; the turns go on); then more are sent through HAProxy. Each
 either starts within the admission wait (2 s, ``TURNSTREAM_ADMIT_WAIT_S``) or is refused
 with 503, ``Retry-After`` and ``error: "overloaded"`` in under 100 ms (after HAProxy tried it
 on the other nodes); none waits silently."""
@@ -13,11 +15,11 @@ from dataclasses import dataclass
 import httpx2 as httpx
 import pytest
 
-from tests.cluster.client import StartCluster, call, client, new_session
+from tests.cluster.client import StartCluster, client, new_session
 from tests.support.mock_provider import MockHandle
 
-FILL = 330
-"""Enough to fill three nodes (each starts with a limit of 100 running turns)."""
+FILL = 360
+"""More than three nodes' starting limits (100 each), at a pace two cores cannot carry."""
 EXCESS = 30
 
 
@@ -54,7 +56,7 @@ async def sessions(lb: httpx.AsyncClient, n: int) -> list[str]:
 async def test_the_excess_is_refused_at_once(start_cluster: StartCluster, mock_provider: MockHandle,
                                              scenario_name: str) -> None:
     model = mock_provider.scenario(scenario_name, {"steps": [
-        {"blocks": [call("reserve_seat", seconds=90)]}, {"blocks": [{"type": "text", "text": "held"}]}]})
+        {"fragment_size": 4, "delay_ms": 40, "blocks": [{"type": "text", "text": "busy " * 600}]}]})
     cluster = start_cluster(f"anthropic:{model}")
     async with client(cluster.layout.lb_url, cluster.key, timeout=60) as lb:
         sids = await sessions(lb, FILL + EXCESS)
@@ -64,7 +66,9 @@ async def test_the_excess_is_refused_at_once(start_cluster: StartCluster, mock_p
     answers = fill + excess
     refused = [a for a in answers if a.status == 503]
     admitted = [a for a in answers if a.status == 200]
-    assert [a for a in excess if a.status == 503], "the cluster took every turn: it was never full"
+    summary = {"fill refused": sum(a.status == 503 for a in fill),
+               "excess refused": sum(a.status == 503 for a in excess)}
+    assert [a for a in excess if a.status == 503], f"the cluster took every turn: it was never full ({summary})"
     assert all(a.retry_after and int(a.retry_after) >= 1 and a.error == "overloaded" for a in refused), refused[:3]
     slow_refusals = sorted(round(a.seconds, 3) for a in excess if a.status == 503 and a.seconds >= 0.1)
     assert not slow_refusals, f"refused, but not within 100 ms: {slow_refusals}"
