@@ -131,3 +131,72 @@ test("thirty Tabs from the message box enter no editor and change no code; Enter
     await context.close();
   }
 });
+
+const IPYNB = JSON.stringify({
+  nbformat: 4, nbformat_minor: 5, metadata: {},
+  cells: [{ cell_type: "code", id: "c1", metadata: {}, source: "x = 6 * 7", outputs: [], execution_count: null }],
+});
+const SALES = "region,units\nNorth,3\nSouth,5\n";
+
+// Each way a chat starts, from a new chat: what to do, and what must then be in its notebook.
+const STARTS = {
+  message: async (page) => {
+    await page.fill("#message", "hello");
+    await page.press("#message", "Enter");
+  },
+  chip: (page) => page.click(".intro .btn-suggestion >> nth=0"),
+  attach: async (page) => {
+    await page.setInputFiles("#attach-input", { name: "sales.csv", mimeType: "text/csv", buffer: Buffer.from(SALES) });
+    await page.waitForFunction(() => document.querySelector("#message").value.startsWith("I uploaded sales.csv"));
+  },
+  cell: async (page) => {
+    await page.click("#nb-add");
+    await page.waitForSelector(".cells .cell");
+  },
+  upload: async (page) => {
+    await page.setInputFiles("#nb-file-input", { name: "sales.csv", mimeType: "text/csv", buffer: Buffer.from(SALES) });
+    await page.waitForSelector("#data-files .data-file[data-name='sales.csv']");
+  },
+  import: async (page) => {
+    await page.setInputFiles("#nb-import-input", { name: "start.ipynb", mimeType: "application/x-ipynb+json", buffer: Buffer.from(IPYNB) });
+    await page.waitForSelector(".cells .cell");
+  },
+};
+
+test("a new chat is ready: + Cell, Upload and Import work before any message, and every way a chat starts tops the sidebar at once", async () => {
+  const context = await launch();
+  try {
+    const page = await openPage(context, null);
+    const started = [];
+    for (const [way, start] of Object.entries(STARTS)) {
+      await page.click("#new-session");
+      await page.waitForFunction(() => !document.body.dataset.sessionId);
+      // Nothing to be offline from yet; the buttons that can start a chat are there to use.
+      assert.equal(await page.locator("#live-state").isVisible(), false, `${way}: a connection badge in a new chat`);
+      for (const id of ["#nb-add", "#nb-upload", "#nb-import"]) {
+        assert.equal(await page.locator(id).isEnabled(), true, `${way}: ${id} is disabled in a new chat`);
+      }
+      await start(page);
+      await page.waitForFunction(() => Boolean(document.body.dataset.sessionId));
+      const sid = await page.evaluate(() => document.body.dataset.sessionId);
+      assert.ok(!started.includes(sid), `${way} opened an earlier chat`);
+      started.push(sid);
+      await page.waitForFunction((id) => document.querySelector("#session-list .session-open")?.dataset.sessionId === id,
+        sid, { timeout: 2000 });
+      const nb = await api(`/api/sessions/${sid}/notebook`);
+      if (way === "cell") assert.equal(nb.cells.length, 1);
+      if (way === "attach" || way === "upload") assert.deepEqual(nb.files.map((f) => f.name), ["sales.csv"]);
+      if (way === "import") assert.deepEqual(nb.cells.map((c) => c.code), ["x = 6 * 7"]);
+      if (way === "attach") await page.fill("#message", ""); // the line it offers is not sent
+    }
+    // Every one of them is in the sidebar, newest first, and opens from there.
+    const listed = await page.locator("#session-list .session-open").evaluateAll((bs) => bs.map((b) => b.dataset.sessionId));
+    assert.deepEqual(listed.slice(0, started.length), [...started].reverse());
+    await page.click(`#session-list .session-open[data-session-id='${started[2]}']`);
+    await page.waitForSelector(`body[data-session-id='${started[2]}']`);
+    await page.waitForSelector("#data-files .data-file[data-name='sales.csv']");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});

@@ -327,3 +327,7 @@ def test_a_busy_server_is_retried_after_retry_after(server: Server) -> None:
 
 def test_notebook_tab_never_enters_a_code_editor(server: Server) -> None:
     _run(server, "thirty Tabs from the message box", "forgiving.test.mjs")
+
+
+def test_a_new_chat_is_ready_and_every_start_tops_the_sidebar(server: Server) -> None:
+    _run(server, "a new chat is ready", "forgiving.test.mjs")

@@ -67,7 +67,7 @@ const app = {
     this.layout = new Layout();
     this.chat = new Chat(this);
     this.sessions = new Sessions(this);
-    this.notebook = new NotebookView($("#notebook"), { onPlaces: relabelCells });
+    this.notebook = new NotebookView($("#notebook"), { onPlaces: relabelCells, ensureSession: () => this.ensureSession() });
     this.files = new DataFiles(this);
     this.ipynb = new Ipynb(this);
     this.live = new Live({
@@ -176,10 +176,21 @@ const app = {
     this.chat.input.focus();
   },
 
-  // The draft becomes a chat on the server (called by the chat when its first message goes).
+  // The draft becomes a chat on the server: called by whatever starts it (the first message or
+  // suggestion, Attach, + Cell, Upload data, Import .ipynb). It is on top of the sidebar at once.
   async startSession() {
     const s = await this.sessions.create();
-    return s ? this.openSession(s.id, { ...s, turns: [] }) : false;
+    if (!s) return false;
+    this.sessions.add(s);
+    return this.openSession(s.id, { ...s, turns: [] });
+  },
+
+  // The open chat's id, creating the chat first when this is a draft (null when that failed).
+  async ensureSession() {
+    if (this.chat.sessionId) return this.chat.sessionId;
+    if (!(await this.startSession())) return null;
+    await this.live.ready(); // the new notebook's state first, then what the caller adds to it
+    return this.chat.sessionId;
   },
 
   closeSession() {

@@ -77,7 +77,7 @@ export class DataFiles {
   // Uploads `files` into the open chat's notebook (a draft chat is created first); from the chat,
   // the message box then says what was uploaded. Resolves to the stored files' list (or null).
   async upload(files, { chat = false } = {}) {
-    if (!this.app.chat.sessionId && !(await this.app.startSession())) return null;
+    if (!(await this.app.ensureSession())) return null;
     const form = new FormData();
     for (const f of files) form.append("files", f, f.name);
     let resp;

@@ -1,5 +1,6 @@
 // Download the notebook as .ipynb (GET …/notebook.ipynb, read with the key and saved through a
-// link) and import one into an empty notebook (POST …/notebook.ipynb).
+// link) and import one into an empty notebook (POST …/notebook.ipynb); in a new chat, Import
+// creates the chat first.
 
 import { api, errorText } from "./api.js";
 import { $, announce, toast } from "./dom.js";
@@ -42,6 +43,7 @@ export class Ipynb {
       toast("Import goes into an empty notebook: start a new chat (or delete this one's cells) first.", "info");
       return;
     }
+    if (!(await this.app.ensureSession())) return; // a new chat's Import creates the chat
     const resp = await fetch(this.url(), { method: "POST", body: await file.text(),
       headers: api.headers({ "Content-Type": "application/x-ipynb+json" }) });
     if (!resp.ok) {

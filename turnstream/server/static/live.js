@@ -10,11 +10,19 @@ export class Live {
     this.ws = null;
     this.sessionId = null;
     this.retry = 0;
+    this.greeted = Promise.resolve();
+    this.greet = () => {};
+  }
+
+  // Resolves once the open session's socket said hello (its notebook is shown), or after `ms`.
+  ready(ms = 3000) {
+    return Promise.race([this.greeted, new Promise((resolve) => setTimeout(resolve, ms))]);
   }
 
   connect(sessionId) {
     this.close();
     this.sessionId = sessionId;
+    this.greeted = new Promise((resolve) => (this.greet = resolve));
     this.open();
   }
 
@@ -58,6 +66,7 @@ export class Live {
     const { onNotebook, onTitle, onTurnEvent } = this.handlers;
     if (msg.type === "hello") {
       if (msg.notebook) onNotebook({ type: "notebook_state", ...msg.notebook });
+      this.greet();
     } else if (msg.type === "notebook" || msg.type === "notebook_state" || msg.type === "notebook_files") {
       onNotebook(msg);
     } else if (msg.type === "session" && msg.title) {
@@ -72,11 +81,13 @@ export class Live {
     const ws = this.ws;
     this.ws = null;
     if (ws) ws.close();
+    setLiveState("none"); // no chat, nothing to be offline from: no badge
   }
 }
 
 function setLiveState(state) {
   const el = $("#live-state");
+  el.hidden = state === "none";
   el.dataset.state = state;
   el.textContent = { live: "live", connecting: "connecting…", offline: "reconnecting…" }[state] || state;
 }

@@ -18,6 +18,7 @@ import { createEditor } from "./editor.js";
 import { renderOutput } from "./outputs.js";
 
 const SAVE_DELAY_MS = 400; // quiet typing before an edit is saved
+const STARTERS = new Set(["nb-add", "nb-upload", "nb-import"]); // toolbar buttons that may start a chat
 const LANGUAGES = { python: "Python", sql: "SQL" };
 
 // A route's answer as {ok, status, body}, so a 409's body (the cell as it is now) can be read.
@@ -38,7 +39,7 @@ function failure(what, res) {
 }
 
 export class NotebookView {
-  constructor(root, { onStatus, onPlaces } = {}) {
+  constructor(root, { onStatus, onPlaces, ensureSession } = {}) {
     this.root = root;
     this.list = root.querySelector(".cells");
     this.empty = root.querySelector(".notebook-empty");
@@ -50,6 +51,7 @@ export class NotebookView {
     this.restartRunButton = root.querySelector("#nb-restart-run");
     this.onStatus = onStatus || (() => {});
     this.onPlaces = onPlaces || (() => {}); // the cells' places may have changed
+    this.ensureSession = ensureSession || (async () => this.sessionId); // creates a draft chat
     this.cells = new Map(); // id -> entry {id, data, node, editor, base, sending, timer, saving, theirs}
     this.version = -1;
     this.sessionId = null;
@@ -60,11 +62,14 @@ export class NotebookView {
     this.open(null);
   }
 
-  // The session whose notebook this is (null: none yet, the controls wait for one).
+  // The session whose notebook this is (null: a new chat, not created yet). + Cell, Upload data
+  // and Import work in a new chat too (each creates it); what needs cells waits for them.
   open(sessionId) {
     this.clear();
     this.sessionId = sessionId;
-    for (const b of this.root.querySelectorAll(".notebook-toolbar button")) b.disabled = !sessionId;
+    for (const b of this.root.querySelectorAll(".notebook-toolbar button")) {
+      b.disabled = !sessionId && !STARTERS.has(b.id);
+    }
   }
 
   url(path = "") {
@@ -502,7 +507,7 @@ export class NotebookView {
 
   // --- adding, moving, deleting -------------------------------------------------------------
   async addCell(index, language = "python") {
-    if (!this.sessionId) return;
+    if (!(await this.ensureSession())) return;
     const res = await call(this.url("/cells"), "POST", { code: "", language: language || "python", index });
     if (!res.ok) {
       failure("The cell was not added", res);

@@ -67,7 +67,13 @@ export class Sessions {
     buttons[Math.max(0, Math.min(buttons.length - 1, i + (e.key === "ArrowDown" ? 1 : -1)))].focus();
   }
 
-  // A new chat on the server, for the first message the user sends.
+  // A chat just created here: on top of the list now, before any reload or refresh.
+  add(s) {
+    this.items = [s, ...this.items.filter((x) => x.id !== s.id)];
+    this.render();
+  }
+
+  // A new chat on the server, for whatever starts it (see app.startSession).
   async create() {
     try {
       return await api.json("/api/sessions", { method: "POST", body: { toolset: "notebook" } });
