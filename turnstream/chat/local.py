@@ -22,6 +22,7 @@ from ..store import Store
 from ..tools.tool import Tool
 from ..tools.toolset import Toolset
 from ..toolsets import calculator_tool, make_file_tools
+from .servers import MCP_COMMAND, show_and_retry, watch
 from .ui import ChatUI, LineReader, converse, show_history
 
 SYSTEM_PROMPT = """\
@@ -100,7 +101,9 @@ async def run_chat(
         async def send(message: str, parts: list[MediaPart]) -> None:
             await chat.turn(agent, message, session_id, parts)
 
-        await converse(chat, send, f"turnstream chat --session {session_id}")
+        servers = watch(console, extra_tools)
+        commands = {MCP_COMMAND: lambda: show_and_retry(console, servers)} if servers else None
+        await converse(chat, send, f"turnstream chat --session {session_id}", commands=commands)
         return 0
     finally:
         await agent.aclose()

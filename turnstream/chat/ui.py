@@ -14,7 +14,7 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, Literal, TextIO
 
 import orjson
@@ -327,12 +327,14 @@ class ChatUI:
 
 
 async def converse(chat: ChatUI, send: Callable[[str, list[MediaPart]], Awaitable[None]], resume_command: str, *,
-                   first: Callable[[], Awaitable[None]] | None = None) -> None:
+                   first: Callable[[], Awaitable[None]] | None = None,
+                   commands: Mapping[str, Callable[[], None]] | None = None) -> None:
     """The read–answer loop until the user leaves: Ctrl-D, Ctrl-C twice at the prompt, or a
     message that is only a farewell (which never reaches the model). ``/attach PATH`` adds an
     image or PDF to the next message, as does a line that is only such a file's path (a file
     dropped on the terminal). ``first`` runs before the first prompt, with Ctrl-C
-    already handled. Ends with the goodbye line naming ``resume_command``."""
+    already handled; a line that is one of ``commands`` runs it instead of being sent. Ends with
+    the goodbye line naming ``resume_command``."""
     console = chat.console
     pending: list[MediaPart] = []
     with _sigint(chat.interrupts):
@@ -351,6 +353,9 @@ async def converse(chat: ChatUI, send: Callable[[str, list[MediaPart]], Awaitabl
                 continue
             message = line.strip()
             if not message:
+                continue
+            if commands and message in commands:
+                commands[message]()
                 continue
             if message == ATTACH or message.startswith(ATTACH + " "):
                 attach(console, message, pending)

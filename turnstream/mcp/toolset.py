@@ -7,7 +7,10 @@
 The connection opens on first use and is held by one background task (the SDK's client is
 a context manager that must be entered and left in one task); calls from any task go
 through it. A server that dies is noticed at once (its in-flight calls end with an error
-result) and started again on the next use. The tool list is cached and listed again after
+result) and started again on the next use. A command that does not start is started again
+only after ``RETRY_DELAYS``, and after ``MAX_FAILURES`` in a row not until ``retry()`` (an
+HTTP server, which costs no process, is tried at each use); its state goes to ``on_status``
+when it changes (``tools/server_status.py``). The tool list is cached and listed again after
 the server says it changed (``tools/list_changed``, or a ``subscriptions/listen`` event on
 2026-07-28 connections).
 
@@ -29,7 +32,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Collection, Mapping, Sequence
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
@@ -47,6 +51,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..content import MediaPart
 from ..errors import InputNeeded, MCPServerError, MCPToolError, UsageError
 from ..tools.executor import format_seconds
+from ..tools.server_status import ServerStatus
 from ..tools.tool import DEFAULT_TIMEOUT, Tool, ToolContext
 from .config import ServerConfig
 from .content import result_content
@@ -59,6 +64,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("turnstream.mcp")
 
 CONNECT_TIMEOUT = 30.0
+RETRY_DELAYS = (2.0, 10.0)
+"""Pauses before the second and later tries to start a server that did not start."""
+MAX_FAILURES = 3
+"""Failed starts in a row after which a server is not tried again until ``retry()``."""
 CLOSE_TIMEOUT = 5.0
 CONTEXT_KEY = "__turnstream_context__"
 """The keyword under which the executor hands an MCP tool its ``ToolContext``."""
@@ -96,6 +105,12 @@ class MCPToolset:
         """Connections let go of (their server stopped), until their tasks end."""
         self._live = LiveCalls(name)
         """Calls on pre-2026-07-28 connections, which may ask a question mid-call."""
+        self.on_status: Callable[[ServerStatus], None] | None = None
+        """Told when the server's state changes: up, retrying, stopped."""
+        self._failures = 0
+        self._retry_at = 0.0
+        self._error: str | None = None
+        self._told: ServerStatus | None = None
 
     @classmethod
     def stdio(cls, name: str, command: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
@@ -128,6 +143,8 @@ class MCPToolset:
     async def list_tools(self) -> list[Tool]:
         if self._tools is not None and not self._stale:
             return self._tools
+        if self._resting():
+            return self._tools or []
         try:
             client = await self._connected()
             self._stale = False  # a change announced while listing marks it stale again
@@ -151,6 +168,38 @@ class MCPToolset:
 
     def known_tool_names(self) -> set[str]:
         return {t.name for t in self._tools or []}
+
+    # -- whether it is up (tools/server_status.py) -------------------------------------------
+
+    def status(self) -> ServerStatus | None:
+        spawned = self.command is not None
+        if spawned and self._failures >= MAX_FAILURES:
+            return ServerStatus(self.name, "stopped", self._error, self._failures)
+        if self._failures:
+            wait = max(0.0, self._retry_at - time.monotonic()) if spawned else None
+            return ServerStatus(self.name, "retrying", self._error, self._failures, wait)
+        return ServerStatus(self.name, "up") if self._client is not None else None
+
+    def retry(self) -> None:
+        self._failures, self._retry_at = 0, 0.0
+
+    def _resting(self) -> bool:
+        """Whether a command that did not start is not to be started now."""
+        return (self.command is not None and bool(self._failures)
+                and (self._failures >= MAX_FAILURES or time.monotonic() < self._retry_at))
+
+    def _started(self, ok: bool, error: str = "") -> None:
+        if ok:
+            self._failures, self._error = 0, None
+        else:
+            self._failures += 1
+            self._error = error
+            self._retry_at = time.monotonic() + RETRY_DELAYS[min(self._failures, len(RETRY_DELAYS)) - 1]
+        status = self.status()
+        if status is not None and (self._told is None or status.state != self._told.state):
+            self._told = status
+            if self.on_status is not None:
+                self.on_status(status)
 
     def _drop(self, client: Client) -> None:
         """The connection of ``client`` broke: the next call connects again."""
@@ -328,6 +377,10 @@ class MCPToolset:
         async with self._lock:
             if self._client is not None and self._task is not None and not self._task.done():
                 return self._client
+            if self._resting():
+                status = self.status()
+                assert status is not None
+                raise MCPServerError(status.line())
             if self._task is not None:
                 log.info("MCP server %s: connecting again", self.name)
             loop = asyncio.get_running_loop()
@@ -339,15 +392,24 @@ class MCPToolset:
                     self._client = await asyncio.shield(ready)
             except TimeoutError:
                 self._task.cancel()
+                self._started(False, f"no answer within {format_seconds(CONNECT_TIMEOUT)}")
                 raise MCPServerError(f"the MCP server {self.name!r} did not answer within "
                                      f"{format_seconds(CONNECT_TIMEOUT)}") from None
-            except MCPServerError:
-                raise
             except Exception as exc:
+                self._started(False, self._start_error(exc))
+                if isinstance(exc, MCPServerError):
+                    raise
                 raise MCPServerError(f"could not connect to the MCP server {self.name!r}: "
                                      f"{type(exc).__name__}: {exc}") from None
+            self._started(True)
             self._stale = True
             return self._client
+
+    def _start_error(self, exc: Exception) -> str:
+        """Why it did not start, and for a command where its own words went (its stderr)."""
+        where = getattr(self.stderr, "name", None) if self.stderr is not None else "standard error"
+        said = f"; its output is in {where}" if self.command is not None and isinstance(where, str) else ""
+        return f"{type(exc).__name__}: {exc}{said}"
 
     def _transport(self, stack: AsyncExitStack) -> Any:
         if self.url is not None:

@@ -21,6 +21,8 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from ..tools.server_status import ReportsStatus
+
 PLOTLY_PATH = "/vendor/plotly.min.js"
 
 
@@ -48,9 +50,14 @@ async def plotly_js(request: Request) -> Response:
 
 
 async def ui_config(request: Request) -> Response:
+    """The page's settings: the model, whether it is the demo, and the state of each MCP server
+    that was started (``mcp_servers``: name, state ``up``/``retrying``/``stopped``, error, and
+    a sentence to show)."""
     state = request.app.state.turnstream
     await state.auth.require(request.headers)
-    return JSONResponse({"model": state.settings.model, "demo": bool(state.settings.demo)},
+    servers = [s.status() for s in state.mcp_servers if isinstance(s, ReportsStatus)]
+    return JSONResponse({"model": state.settings.model, "demo": bool(state.settings.demo),
+                         "mcp_servers": [s.to_dict() for s in servers if s is not None]},
                         headers={"Cache-Control": "no-store"})
 
 
