@@ -273,7 +273,13 @@ class Runner:
         while tb is not None and tb.tb_frame.f_code.co_filename == THIS_FILE:
             tb = tb.tb_next  # keep the user's frames only
         text = "".join(traceback.format_exception(type(exc), exc, tb))
-        return {"type": "error", "ename": type(exc).__name__, "evalue": str(exc),
+        evalue = str(exc)
+        missing = getattr(exc, "filename", None) if isinstance(exc, FileNotFoundError) else None
+        if isinstance(missing, str) and os.path.dirname(missing) in ("", "."):
+            # a data file of the notebook that is not there (a notebook imported without it)
+            evalue += (f". Upload {os.path.basename(missing)} to the notebook (Upload data, or drop it on the "
+                       "notebook), then run the cell again.")
+        return {"type": "error", "ename": type(exc).__name__, "evalue": evalue,
                 "traceback": _trim(text, MAX_STREAM_CHARS)}
 
 

@@ -63,6 +63,19 @@ class DataFiles:
                                                max_total=self.limits.total_bytes)
         return infos
 
+    async def contents(self, session_id: str, names: Sequence[str], cap: int) -> dict[str, bytes]:
+        """The bytes of the files ``names``, in order, while they come to at most ``cap``."""
+        out: dict[str, bytes] = {}
+        sizes = {f.name: f.size for f in await self.store.notebook_files(session_id)}
+        for name in names:
+            if sizes.get(name, cap + 1) > cap:
+                continue
+            data = await self.store.notebook_file_data(session_id, name)
+            if data is not None:
+                out[name] = data
+                cap -= len(data)
+        return out
+
     async def infos(self, session_id: str) -> list[FileInfo]:
         return [FileInfo.from_dict(f.info) for f in await self.store.notebook_files(session_id)]
 

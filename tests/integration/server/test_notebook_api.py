@@ -447,3 +447,49 @@ def test_a_run_that_waits_on_an_interrupted_cell_says_so(server: Server) -> None
         assert body["note"] == f"Waits on #{loop['id']}, which was interrupted: run or edit it."
         assert (body["cell"]["status"], body["cell"]["blocked_by"]) == ("blocked", loop["id"])
         assert cells(c, sid)[0]["execution_count"] == 1
+
+
+def test_export_then_import_into_a_new_chat_then_run_all_gives_the_same_outputs(server: Server) -> None:
+    with server.client() as c:
+        sid = new_session(c, title="Round trip")
+        assert upload(c, sid, ("sales.csv", CSV)).status_code == 201
+        add_cell(c, sid, "units = sales.units.sum()\nunits")
+        add_cell(c, sid, "-- name: top\nSELECT region, units FROM sales ORDER BY units DESC LIMIT 1", language="sql")
+        ran = c.post(nb_url(sid, "/restart"), json={"run_all": True}).json()
+        assert [x["status"] for x in ran["cells"]] == ["success", "success"]
+        exported = c.get(nb_url(sid, ".ipynb"))
+        carried = exported.json()["metadata"]["turnstream"]["files"]
+        assert [f["name"] for f in carried] == ["sales.csv"] and "data" in carried[0]
+
+        other = new_session(c)
+        r = c.post(nb_url(other, ".ipynb"), content=exported.content,
+                   headers={"Content-Type": "application/x-ipynb+json"})
+        assert r.status_code == 201, r.text
+        state = c.get(nb_url(other)).json()
+        assert [(f["name"], f["sha256"]) for f in state["files"]] == [("sales.csv", ran["files"][0]["sha256"])]
+        assert [x["code"] for x in state["cells"]] == [x["code"] for x in ran["cells"]]  # no file-reading cell
+        again = c.post(nb_url(other, "/restart"), json={"run_all": True}).json()
+        assert [x["status"] for x in again["cells"]] == ["success", "success"]
+        assert [x["outputs"] for x in again["cells"]] == [x["outputs"] for x in ran["cells"]]
+
+
+def test_an_import_without_its_data_file_names_the_file_to_upload(server: Server) -> None:
+    with server.client() as c:
+        sid = new_session(c)
+        assert upload(c, sid, ("sales.csv", CSV)).status_code == 201
+        add_cell(c, sid, "sales.units.sum()")
+        doc = c.get(nb_url(sid, ".ipynb")).json()
+        del doc["metadata"]["turnstream"]["files"][0]["data"]  # as a file past the cap travels
+        other = new_session(c)
+        assert c.post(nb_url(other, ".ipynb"), content=json.dumps(doc).encode()).status_code == 201
+        state = c.get(nb_url(other)).json()
+        assert state["files"] == [] and len(state["cells"]) == 2  # the cell that reads the file stays
+        ran = c.post(nb_url(other, f"/cells/{state['cells'][1]['id']}/run")).json()
+        failed = c.get(nb_url(other)).json()["cells"][0]
+        assert ran["cell"]["status"] == "blocked" and failed["status"] == "error"
+        error = failed["outputs"][-1]
+        assert error["ename"] == "FileNotFoundError" and "Upload sales.csv to the notebook" in error["evalue"]
+        bad = json.loads(json.dumps(doc))
+        bad["metadata"]["turnstream"]["files"][0]["data"] = "not base64!"
+        r = c.post(nb_url(new_session(c), ".ipynb"), content=json.dumps(bad).encode())
+        assert r.status_code == 422 and "base64" in r.text
