@@ -5,7 +5,8 @@ Traces and metrics go to OTLP over HTTP (protobuf), or to the console
 variables (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``…_HEADERS``, ``…_TIMEOUT``), the batch
 processor its ``OTEL_BSP_*``, the metric reader ``OTEL_METRIC_EXPORT_INTERVAL``, the
 resource ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``. The providers become the
-global ones, so that other instrumentation in the process joins the same traces.
+global ones, so that other instrumentation in the process joins the same traces, except the
+libraries in ``OWN_SPANS``, whose spans turnstream makes itself.
 """
 
 from __future__ import annotations
@@ -34,6 +35,26 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from .otel import Telemetry
 
 log = logging.getLogger("turnstream.telemetry")
+
+OWN_SPANS = frozenset({"mcp-python-sdk"})
+"""Instrumentation scopes that get no tracer from the global provider. The MCP SDK spans each
+request it sends (``MCP send tools/call …``) beside turnstream's own ``tools/call`` span, and
+marks as an error the ``server/discover`` probe that an older server refuses, as expected,
+with ``-32601`` at every connection; turnstream's span is the one the conventions describe."""
+
+
+class _WithoutOwnSpans(trace.TracerProvider):
+    """The global tracer provider: ``inner``'s tracers, and none for the ``OWN_SPANS`` scopes."""
+
+    def __init__(self, inner: TracerProvider) -> None:
+        self.inner = inner
+
+    def get_tracer(self, instrumenting_module_name: str, instrumenting_library_version: str | None = None,
+                   schema_url: str | None = None, attributes: Any = None) -> trace.Tracer:
+        if instrumenting_module_name in OWN_SPANS:
+            return trace.NoOpTracer()
+        return self.inner.get_tracer(instrumenting_module_name, instrumenting_library_version, schema_url,
+                                     attributes)
 
 
 def _choice(variable: str) -> str:
@@ -100,10 +121,10 @@ def from_env() -> Telemetry:
         readers.append(PeriodicExportingMetricReader(OTLPMetricExporter() if what == "otlp"
                                                      else _ConsoleMetrics()))
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
-    trace.set_tracer_provider(tracer_provider)
+    trace.set_tracer_provider(_WithoutOwnSpans(tracer_provider))
     metrics.set_meter_provider(meter_provider)
     log.info("OpenTelemetry on: traces to %s, metrics to %s", traces, what)
     return Telemetry(tracer_provider, meter_provider)
 
 
-__all__ = ["from_env"]
+__all__ = ["OWN_SPANS", "from_env"]

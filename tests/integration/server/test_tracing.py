@@ -6,13 +6,10 @@ imported."""
 from __future__ import annotations
 
 import os
-import queue
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,52 +17,12 @@ import pytest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from tests.support.otlp import Receiver, attrs
 from tests.support.paths import REPO
 from tests.support.server import SCENARIOS, new_session, scenario, server_errors, sse, start_server
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
-
-
-class Receiver:
-    """An OTLP/HTTP endpoint: every POST body, by path, on a queue."""
-
-    def __init__(self) -> None:
-        self.got: queue.Queue[tuple[str, bytes]] = queue.Queue()
-        got = self.got
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                got.put((self.path, body))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Receiver:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def attrs(kvs: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for kv in kvs:
-        v = kv.value
-        kind = v.WhichOneof("value")
-        out[kv.key] = list(x.string_value for x in v.array_value.values) if kind == "array_value" else getattr(v, kind)
-    return out
 
 
 @pytest.fixture
