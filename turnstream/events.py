@@ -321,6 +321,36 @@ class ToolApproval(_Event):
 
 
 @dataclass(slots=True)
+class ToolProgress(_Event):
+    """A running call says how far it got: an MCP server's ``notifications/progress``, or a
+    tool's ``ToolContext.progress``. ``progress`` rises; ``total`` is known or None;
+    ``message`` says what it does now. Live only, as deltas are: numbered, never stored."""
+
+    name: ClassVar[str] = "tool_progress"
+    tool_use_id: str = ""
+    progress: float = 0.0
+    total: float | None = None
+    message: str | None = None
+
+    def data(self) -> dict[str, Any]:
+        return {"tool_use_id": self.tool_use_id, "progress": self.progress, "total": self.total,
+                "message": self.message}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> ToolProgress:
+        total = data.get("total")
+        return cls(tool_use_id=_str(data["tool_use_id"]), progress=_number(data["progress"]),
+                   total=None if total is None else _number(total), message=_opt_str(data.get("message")),
+                   turn_id=turn_id, n=n)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected a number, not {value!r}")
+    return float(value)
+
+
+@dataclass(slots=True)
 class StepRestart(_Event):
     """A step's stream broke and is being retried; drop that step's partial blocks."""
 
@@ -450,18 +480,18 @@ class Reconnect(_Event):
 
 
 StreamEvent: TypeAlias = (
-    TurnStart | StepStart | BlockStart | BlockDelta | BlockStop | ToolRequest | ToolApproval | StepRestart
-    | StepUsage | BudgetWarning | TurnComplete | ErrorEvent | Reconnect
+    TurnStart | StepStart | BlockStart | BlockDelta | BlockStop | ToolRequest | ToolApproval | ToolProgress
+    | StepRestart | StepUsage | BudgetWarning | TurnComplete | ErrorEvent | Reconnect
 )
 
 EventName: TypeAlias = Literal["turn_start", "step_start", "block_start", "block_delta", "block_stop",
-                               "tool_request", "tool_approval", "step_restart", "usage", "budget_warning",
-                               "turn_complete", "error", "reconnect"]
+                               "tool_request", "tool_approval", "tool_progress", "step_restart", "usage",
+                               "budget_warning", "turn_complete", "error", "reconnect"]
 
 EVENT_TYPES: dict[str, type[StreamEvent]] = {
     cls.name: cls
-    for cls in (TurnStart, StepStart, BlockStart, BlockDelta, BlockStop, ToolRequest, ToolApproval, StepRestart,
-                StepUsage, BudgetWarning, TurnComplete, ErrorEvent, Reconnect)
+    for cls in (TurnStart, StepStart, BlockStart, BlockDelta, BlockStop, ToolRequest, ToolApproval, ToolProgress,
+                StepRestart, StepUsage, BudgetWarning, TurnComplete, ErrorEvent, Reconnect)
 }
 
 
@@ -494,6 +524,7 @@ __all__ = [
     "StepUsage",
     "StreamEvent",
     "ToolApproval",
+    "ToolProgress",
     "ToolRequest",
     "TurnComplete",
     "TurnStart",

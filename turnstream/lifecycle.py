@@ -57,6 +57,7 @@ from .events import (
     StepUsage,
     StreamEvent,
     ToolApproval,
+    ToolProgress,
     ToolRequest,
     TurnComplete,
 )
@@ -119,7 +120,8 @@ class TurnRecorder:
         return max((b.step for b in self.blocks), default=0)
 
     async def emit(self, ev: StreamEvent, status: TurnStatus | None = None, *, steps: int | None = None) -> None:
-        """Number ``ev``, store it unless it is live only (deltas, block starts), then hand it on.
+        """Number ``ev``, store it unless it is live only (deltas, block starts, a tool's progress),
+        then hand it on.
 
         A ``block_stop`` stores its block; ``turn_complete`` records the turn's end (usage,
         ``steps``, the error); ``status`` rides in the same transaction. A ``step_start``
@@ -132,7 +134,7 @@ class TurnRecorder:
                 ev.agent = self.agent
             elif type(ev) is BlockStop and ev.block is not None and ev.block.agent is None:
                 ev.block.agent = self.agent
-        if type(ev) is not BlockDelta and type(ev) is not BlockStart:
+        if type(ev) is not BlockDelta and type(ev) is not BlockStart and type(ev) is not ToolProgress:
             stored = StoredEvent.of(ev)
             if (type(ev) is StepStart or type(ev) is StepUsage) and self.on_event is None:
                 self._pending.append(stored)

@@ -66,6 +66,7 @@ from .events import (
     StepRestart,
     StepStart,
     StepUsage,
+    ToolProgress,
     ToolRequest,
     TurnStart,
 )
@@ -407,7 +408,7 @@ class TurnRunner:
         executor = self._executor = ToolExecutor(
             self._tools, max_result_chars=self.config.limits.max_result_chars, approver=self.config.approver,
             deps=self.config.deps, on_start=self._record_start, on_end=self._record_end,
-            telemetry=self.config.telemetry)
+            telemetry=self.config.telemetry, on_progress=self._progress)
         try:
             await self._list_toolsets()
             loaded = await prelude(executor)
@@ -743,6 +744,10 @@ class TurnRunner:
             o.content += f"\n(the tool's images were not sent: {exc})"
             return []
         return await store_parts(self.store, o.images)
+
+    async def _progress(self, ev: ToolProgress) -> None:
+        """A running call's ``ToolContext.progress``: a live event of the turn."""
+        await self._r.emit(ev)
 
     async def _record_start(self, o: Outcome) -> None:
         """The tool-effect ledger: this call is about to run (the executor's ``on_start``)."""

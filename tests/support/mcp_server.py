@@ -9,6 +9,7 @@ PDF, a resource link and a WAV clip); ``greet`` (asks the user's name: an elicit
 2026-07-28 style); ``ask`` (asks the user's name mid-call, the pre-2026 way, and says what it
 got on stderr); ``signup`` (asks for a form of a string, an integer, a boolean and a choice);
 ``paint`` (asks for a multi-select of colours, at least one, and a size from an ``enum``);
+``count`` (reports its progress, ``notifications/progress``, for each step it counts);
 ``trace`` (the ``traceparent`` the request carried, as an HTTP header and in ``_meta``);
 ``grow`` (adds the tool ``extra`` and announces the change); ``pid`` (this process's id, to
 tell a restarted server).
@@ -132,6 +133,14 @@ def ask_palette() -> Elicit[Palette]:
 def paint(palette: Annotated[Palette, Resolve(ask_palette)]) -> str:
     """Paints in the user's colours (asks for them: a multi-select)."""
     return f"{', '.join(palette.colors)} in {palette.size}"
+
+
+@server.tool()
+async def count(ctx: Context, to: int = 3) -> str:
+    """Counts to ``to``, reporting each step as progress."""
+    for i in range(1, to + 1):
+        await ctx.report_progress(i, to, f"counted {i}")
+    return f"counted to {to}"
 
 
 @server.tool()

@@ -14,7 +14,8 @@ from turnstream.chat.elicit import ask_elicitation
 PALETTE = {"type": "object", "required": ["colors", "size"], "properties": {
     "colors": {"type": "array", "minItems": 1, "items": {"type": "string", "enum": ["red", "green", "blue"]}},
     "size": {"type": "string", "enum": ["S", "M", "L"]},
-    "tags": {"type": "array", "items": {"anyOf": [{"const": "a", "title": "Apples"}, {"const": "b", "title": "Pears"}]}}}}
+    "tags": {"type": "array", "items": {"anyOf": [{"const": "a", "title": "Apples"},
+                                                  {"const": "b", "title": "Pears"}]}}}}
 
 
 async def _answer(lines: list[str], schema: dict[str, object]) -> tuple[dict[str, object], list[str], str]:

@@ -40,8 +40,8 @@ def test_event_names_match_the_spec() -> None:
     from turnstream.events import EVENT_TYPES
 
     assert set(EVENT_TYPES) == {"turn_start", "step_start", "block_start", "block_delta", "block_stop",
-                                "tool_request", "tool_approval", "step_restart", "usage", "budget_warning",
-                                "turn_complete", "error", "reconnect"}
+                                "tool_request", "tool_approval", "tool_progress", "step_restart", "usage",
+                                "budget_warning", "turn_complete", "error", "reconnect"}
 
 
 def _modules() -> list[str]:

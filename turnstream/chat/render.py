@@ -1,7 +1,8 @@
 """How the terminal chat shows a turn: ``Renderer`` turns the events of a turn (SPEC §8) into
 Rich output, in arrival order: text streamed as it comes (rendered as Markdown on a terminal,
 see ``MarkdownStream``), thinking dimmed, a tool call's arguments streamed live with its result
-beneath, a spinner while the model has not said anything yet. In a session of several agents
+beneath, a spinner while the model has not said anything yet (and while tools run, with the
+progress a call reports: ``running tools… ⚙ crunch 2/5 (40%) · reading``). In a session of several agents
 (docs/agents.md) the name of the agent that speaks is printed before its first block of a turn,
 and again at each hand-off. The local chat and the server client (``chat/remote.py``) feed it
 the same events, so both look alike.
@@ -27,6 +28,7 @@ from ..events import (
     StepStart,
     StepUsage,
     StreamEvent,
+    ToolProgress,
     ToolRequest,
     TurnComplete,
     TurnStart,
@@ -36,6 +38,14 @@ from .markdown import MarkdownPiece, MarkdownStream
 
 RESULT_PREVIEW_LINES = 8
 RESULT_PREVIEW_LINE_CHARS = 200
+
+
+def progress_line(tool_name: str, ev: ToolProgress) -> str:
+    """The spinner's line while a call reports progress: ``⚙ crunch 2/5 (40%) · reading``."""
+    done = f"{ev.progress:g}" + (f"/{ev.total:g}" if ev.total else "")
+    share = f" ({ev.progress / ev.total:.0%})" if ev.total else ""
+    message = f" · {ev.message}" if ev.message else ""
+    return escape(f"running tools… ⚙ {tool_name} {done}{share}{message}")
 
 
 def usage_line(usage: Usage, cost_nano_usd: int | None, steps: int) -> str:
@@ -177,6 +187,9 @@ class Renderer:
             if ev.elicitation is not None or (ev.requires_approval and ev.executor == "server"):
                 return  # the chat asks the user itself (its approval question, chat/elicit.py)
             self._line(f"[yellow]… waiting for a client to run {escape(ev.tool_name)}[/]")
+        elif isinstance(ev, ToolProgress):
+            if self._status is not None:
+                self._status.update(progress_line(self._names.get(ev.tool_use_id, "tool"), ev))
         elif isinstance(ev, ErrorEvent):
             self._line(f"[bold red]error:[/] [red]{escape(ev.message)}[/]")
         elif isinstance(ev, TurnComplete):

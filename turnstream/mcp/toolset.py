@@ -35,7 +35,7 @@ import sys
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import Any, TextIO, cast
 
 import anyio
 import httpx2
@@ -57,9 +57,6 @@ from .config import ServerConfig
 from .content import result_content
 from .live import HOLD_LIMIT, CallResult, LiveCalls
 from .names import server_name_problem, tool_name
-
-if TYPE_CHECKING:
-    from ..telemetry.otel import Telemetry
 
 log = logging.getLogger("turnstream.mcp")
 
@@ -315,8 +312,8 @@ class MCPToolset:
                     raise MCPServerError("the answer given does not belong to this server's question")
                 extra = {"input_responses": {state["key"]: _reply(ctx.answer)},
                          "request_state": state.get("request_state")}
-            return await self._mcp_call(client, remote, args, extra, ctx.telemetry)
-        call = self._live.start(self._mcp_call(client, remote, args, {}, ctx.telemetry))
+            return await self._mcp_call(client, remote, args, extra, ctx)
+        call = self._live.start(self._mcp_call(client, remote, args, {}, ctx))
         return await self._live.follow(call, protocol)
 
     async def _answer_live(self, state: dict[str, Any], reply: mt.ElicitResult) -> CallResult:
@@ -332,11 +329,19 @@ class MCPToolset:
         return await self._live.follow(call, str(state.get("protocol")))
 
     async def _mcp_call(self, client: Client, remote: str, args: dict[str, Any], extra: dict[str, Any],
-                        telemetry: Telemetry | None) -> mt.CallToolResult | mt.InputRequiredResult:
-        """The one place an MCP ``tools/call`` is sent. With telemetry on, inside a client span
+                        ctx: ToolContext) -> mt.CallToolResult | mt.InputRequiredResult:
+        """The one place an MCP ``tools/call`` is sent. It asks for progress (a
+        ``progressToken``) when someone listens to the call's (``ToolContext.progress``), and the
+        server's ``notifications/progress`` go there. With telemetry on, inside a client span
         (named and described as the MCP semantic conventions say) whose trace context goes in
         the request's ``_meta`` (and, over HTTP, the ``traceparent`` header: ``_trace_headers``)."""
         result: mt.CallToolResult | mt.InputRequiredResult
+        if ctx.on_progress is not None:
+            async def progress(done: float, total: float | None, message: str | None) -> None:
+                ctx.progress(done, total, message)
+
+            extra = {**extra, "progress_callback": progress}
+        telemetry = ctx.telemetry
         if telemetry is None:
             result = await client.session.call_tool(remote, args, allow_input_required=True, **extra)
             return result

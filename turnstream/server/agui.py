@@ -15,6 +15,8 @@ thinking block     ``REASONING_START``, ``REASONING_MESSAGE_START`` / ``_CONTENT
 tool_use block     ``TOOL_CALL_START`` / ``TOOL_CALL_ARGS`` (the model's own fragments) /
                    ``TOOL_CALL_END``
 tool_result block  ``TOOL_CALL_RESULT`` (role ``tool``; a denial's too, with its text)
+``tool_progress``  ``CUSTOM`` ``turnstream-tool-progress`` (``toolCallId``, ``progress``,
+                   ``total``, ``message``)
 notebook change    ``STATE_DELTA``: a JSON Patch on ``/notebook/cells/<index>`` and
                    ``/notebook/version``
 ``error``          ``RUN_ERROR`` (code and message), which ends the run
@@ -67,6 +69,7 @@ from ..events import (
     StepRestart,
     StepStart,
     ToolApproval,
+    ToolProgress,
     ToolRequest,
     TurnComplete,
 )
@@ -80,6 +83,8 @@ APPROVAL_SCHEMA = {"type": "object", "required": ["approved"],
 """What an approval interrupt expects as its resume entry's ``payload``."""
 STEERING_EVENT = "turnstream-steering"
 """The ``CUSTOM`` event's ``name`` for a message that steered the thread's open turn."""
+PROGRESS_EVENT = "turnstream-tool-progress"
+"""The ``CUSTOM`` event's ``name`` for a running call's progress."""
 
 Ev = dict[str, Any]
 
@@ -217,6 +222,9 @@ class AGUIEncoder:
         if isinstance(ev, ToolApproval):
             self._approvals.pop(ev.tool_use_id, None)
             return []
+        if isinstance(ev, ToolProgress):
+            return [{"type": "CUSTOM", "name": PROGRESS_EVENT, "value": {
+                "toolCallId": ev.tool_use_id, "progress": ev.progress, "total": ev.total, "message": ev.message}}]
         if isinstance(ev, ErrorEvent):
             return self.error(ev.message or ev.code, ev.code)
         if isinstance(ev, TurnComplete):
@@ -422,5 +430,5 @@ def agui_queued_response(thread_id: str, run_id: str, outcome: dict[str, Any],
                              headers={**HEADERS, "X-Turn-Id": str(outcome["turn_id"])})
 
 
-__all__ = ["APPROVAL_SCHEMA", "STEERING_EVENT", "AGUIEncoder", "agui_error_response", "agui_queued_response",
-           "agui_response", "steering_event", "token_usage"]
+__all__ = ["APPROVAL_SCHEMA", "PROGRESS_EVENT", "STEERING_EVENT", "AGUIEncoder", "agui_error_response",
+           "agui_queued_response", "agui_response", "steering_event", "token_usage"]

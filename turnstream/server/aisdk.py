@@ -21,6 +21,8 @@ tool_result block  ``tool-output-available``, or ``tool-output-error`` when ``is
                    the turn pauses; ``approvalId`` is the call's id
 ``tool_approval``  (7, when the client did not send it) ``tool-approval-request`` and
                    ``tool-approval-response``, so a replayed message shows the decision
+``tool_progress``  ``data-tool-progress`` with the call's id (``toolCallId``, ``progress``,
+                   ``total``, ``message``), so each report replaces the call's last one
 ``step_restart``   7: ``reset-step``; 5 and 6: the broken attempt's open parts end (see below)
 ``error``          ``error``
 ``turn_complete``  ``finish-step``, ``finish`` (metadata: turn id, status, usage; 6+ adds
@@ -70,6 +72,7 @@ from ..events import (
     StepRestart,
     StepStart,
     ToolApproval,
+    ToolProgress,
     ToolRequest,
     TurnComplete,
 )
@@ -81,6 +84,8 @@ Version = Literal[5, 6, 7]
 VERSIONS: tuple[Version, ...] = (5, 6, 7)
 NOTEBOOK_PART = "data-notebook-cell"
 STEERING_PART = "data-turnstream-steering"
+PROGRESS_PART = "data-tool-progress"
+"""A running call's progress, one data part per call (its id is the call's)."""
 """A transient data chunk: what became of a message sent while the chat's turn was open
 (``steering.py``: queued, or denied the calls waiting for approval)."""
 DISCARDED = {"turnstream": {"discarded": True}}
@@ -257,6 +262,10 @@ class UIMessageStreamEncoder:
                 return []
             return [self._approval_request(req), {"type": "tool-approval-response", "approvalId": req.tool_use_id,
                                                   "approved": True}]
+        if isinstance(ev, ToolProgress):
+            return [{"type": PROGRESS_PART, "id": ev.tool_use_id,
+                     "data": {"toolCallId": ev.tool_use_id, "progress": ev.progress, "total": ev.total,
+                              "message": ev.message}}]
         if isinstance(ev, ErrorEvent):
             return [{"type": "error", "errorText": ev.message or ev.code or "error"}]
         if isinstance(ev, TurnComplete):
@@ -435,5 +444,5 @@ def ui_stream_response(items: AsyncIterator[Item], encoder: UIMessageStreamEncod
                              headers={**HEADERS, **(headers or {})})
 
 
-__all__ = ["DISCARDED", "DONE", "HEADERS", "NOTEBOOK_PART", "STEERING_PART", "VERSIONS", "UIMessageStreamEncoder",
-           "Version", "chunks_response", "finish_reason", "frame", "ui_stream_response"]
+__all__ = ["DISCARDED", "DONE", "HEADERS", "NOTEBOOK_PART", "PROGRESS_PART", "STEERING_PART", "VERSIONS",
+           "UIMessageStreamEncoder", "Version", "chunks_response", "finish_reason", "frame", "ui_stream_response"]

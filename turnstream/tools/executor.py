@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from ..blocks import ToolUseBlock
 from ..content import FilePart, ImagePart, MediaPart
 from ..errors import InputNeeded, ToolError
+from ..events import ToolProgress
 from ..store.protocol import ToolDecision, ToolGrant
 from .tool import Tool, ToolContext
 
@@ -73,6 +74,40 @@ def format_seconds(s: float) -> str:
     return f"{int(s)}s" if float(s).is_integer() else f"{s:g}s"
 
 
+class _Reports:
+    """One call's ``ToolContext.progress``: each report handed to the sink in order, from the
+    loop's thread or a sync tool's worker thread, and none after the call ended (a sync tool
+    left running after its timeout)."""
+
+    def __init__(self, tool_use_id: str, sink: Callable[[ToolProgress], Coroutine[Any, Any, None]]) -> None:
+        self.tool_use_id = tool_use_id
+        self.sink = sink
+        self.loop = asyncio.get_running_loop()
+        self.sent: list[asyncio.Future[None]] = []
+        self.open = True
+
+    def report(self, done: float, total: float | None, message: str | None) -> None:
+        if not self.open:
+            return
+        ev = ToolProgress(tool_use_id=self.tool_use_id, progress=done, total=total, message=message)
+        try:
+            here = asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            here = False
+        if here:
+            self.sent.append(self.loop.create_task(self.sink(ev)))
+        else:
+            self.loop.call_soon_threadsafe(self._send_soon, ev)
+
+    def _send_soon(self, ev: ToolProgress) -> None:
+        if self.open:
+            self.sent.append(self.loop.create_task(self.sink(ev)))
+
+    async def close(self) -> None:
+        self.open = False
+        await asyncio.gather(*self.sent, return_exceptions=True)
+
+
 def split_images(value: Any) -> tuple[Any, list[MediaPart]]:
     """A return value without its images: an ``ImagePart``, or a list or tuple holding some
     (the rest of the list is the text), gives them apart."""
@@ -108,7 +143,8 @@ class ToolExecutor:
                  approver: Approver | None = None, deps: dict[str, Any] | None = None,
                  on_start: Callable[[Outcome], Awaitable[None]] | None = None,
                  on_end: Callable[[Outcome], Awaitable[None]] | None = None,
-                 telemetry: Telemetry | None = None) -> None:
+                 telemetry: Telemetry | None = None,
+                 on_progress: Callable[[ToolProgress], Coroutine[Any, Any, None]] | None = None) -> None:
         self.tools = tools
         self.max_result_chars = max_result_chars
         self.approver = approver
@@ -125,6 +161,9 @@ class ToolExecutor:
         """The tools the session always allows, by name: their calls run without asking."""
         self.cancel_notes: dict[str, str] = {}
         """tool_use_id -> the result a call cancelled while it ran asked for (``ToolContext.cancel_note``)."""
+        self.on_progress = on_progress
+        """Where a running call's ``ToolContext.progress`` goes, as a ``tool_progress`` event (the
+        runner emits it); a call's progress is all handed on before its result."""
 
     def refusal(self, call: ToolUseBlock) -> str | None:
         """Why a call cannot run at all (before approval or execution), or None."""
@@ -211,10 +250,20 @@ class ToolExecutor:
             o.content, o.is_error, o.error_type = str(exc), True, "invalid_arguments"
             return
         ctx = None
+        reports = _Reports(o.call.tool_use_id, self.on_progress) if self.on_progress is not None else None
         if tool.context_param:
             ctx = args[tool.context_param] = ToolContext(session_id, turn_id, o.call.tool_use_id, self.deps,
                                                          idempotency_key(turn_id, o.call.tool_use_id),
-                                                         answer=o.answer, telemetry=self.telemetry)
+                                                         answer=o.answer, telemetry=self.telemetry,
+                                                         on_progress=reports.report if reports else None)
+        try:
+            await self._run(o, tool, args, ctx)
+        finally:
+            if reports is not None:  # the call's progress reaches the streams before its result
+                await reports.close()
+
+    async def _run(self, o: Outcome, tool: Tool, args: dict[str, Any], ctx: ToolContext | None) -> None:
+        assert tool.fn is not None
         fn = tool.fn
         deadline = asyncio.timeout(tool.timeout)
         try:

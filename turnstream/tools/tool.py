@@ -46,6 +46,15 @@ class ToolContext:
     telemetry: Telemetry | None = None
     """The run's telemetry when it is on (the call's ``execute_tool`` span is current): a tool
     that calls another service opens a client span with it (``Telemetry.client_span``)."""
+    on_progress: Callable[[float, float | None, str | None], None] | None = field(default=None, repr=False)
+    """Where ``progress`` goes (the runner's ``tool_progress`` events); None when nobody listens."""
+
+    def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        """Say how far the call got: ``done`` of ``total`` (None when unknown), and what it does
+        now. Each is a ``tool_progress`` event on every stream of the turn (the web chat's tool
+        card, the terminal chat's spinner line); from a sync tool's thread as well."""
+        if self.on_progress is not None:
+            self.on_progress(float(done), None if total is None else float(total), message)
 
 
 @dataclass(slots=True)
