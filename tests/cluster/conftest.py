@@ -37,7 +37,8 @@ def start_cluster(mock_provider: MockHandle, runs_dir: Path, tmp_path: Path) -> 
     nodes and of HAProxy kept in the test's ``cluster-logs`` folder)."""
     with ExitStack() as stack:
         def start(model: str, nodes: int = 3, **env: str) -> LocalCluster:
-            node_env = {"TURNSTREAM_MODEL": model, "TURNSTREAM_TOOLS": TOOLS,
+            # a short shutdown grace: the cluster's removal does not wait 30 s for running turns
+            node_env = {"TURNSTREAM_MODEL": model, "TURNSTREAM_TOOLS": TOOLS, "TURNSTREAM_SHUTDOWN_GRACE": "2",
                         "TURNSTREAM_TEST_CLUSTER_DIR": str(runs_dir), **env}
             return stack.enter_context(running(nodes=nodes, env=node_env, provider=mock_provider.base_url,
                                                logs_to=tmp_path / "cluster-logs"))

@@ -107,11 +107,8 @@ async def test_kill_9_of_a_node_while_100_turns_run(start_cluster: StartCluster,
     async with client(cluster.layout.lb_url, cluster.key, timeout=60) as lb:
         sids = [await new_session(lb, toolset="none", model=f"anthropic:{models[i % 2]}") for i in range(100)]
         turns = [asyncio.create_task(_turn_to_its_end(lb, sid, deadline)) for sid in sids]
-        # every turn started, and the victim runs some of them
-        started = lambda: len(runs(runs_dir)) >= 100  # noqa: E731
-        while not started():
-            failed = [t for t in turns if t.done() and (t.exception() or t.result().end is None
-                                                        or t.result().end.data["status"] != "complete")]  # type: ignore[union-attr]
+        while len(runs(runs_dir)) < 100:  # until every turn's call has started
+            failed = [t for t in turns if t.done() and not _completed(t)]
             assert time.monotonic() < deadline and not failed, \
                 f"turns did not start: {len(runs(runs_dir))} calls started; {failed[:1]}"
             await asyncio.sleep(0.05)
@@ -139,6 +136,13 @@ async def test_kill_9_of_a_node_while_100_turns_run(start_cluster: StartCluster,
     asked = sum(1 for s in seen if any(e.event == "turn_paused" for e in s.events))
     rerun = sum(1 for n in seats.values() if n == 2)
     assert asked + rerun > 0, "no call was running on the killed node: the test proved nothing"
+
+
+def _completed(task: asyncio.Task[Followed]) -> bool:
+    if task.exception() is not None:
+        return False
+    end = task.result().end
+    return end is not None and end.data["status"] == "complete"
 
 
 def runs_of_pid(folder: Path, pid: int) -> list[dict[str, Any]]:

@@ -66,11 +66,9 @@ async def test_the_excess_is_refused_at_once(start_cluster: StartCluster, mock_p
     answers = fill + excess
     refused = [a for a in answers if a.status == 503]
     admitted = [a for a in answers if a.status == 200]
-    summary = {"fill refused": sum(a.status == 503 for a in fill),
-               "excess refused": sum(a.status == 503 for a in excess)}
-    assert [a for a in excess if a.status == 503], f"the cluster took every turn: it was never full ({summary})"
+    assert refused, "the cluster took every turn: it was never full"
     assert all(a.retry_after and int(a.retry_after) >= 1 and a.error == "overloaded" for a in refused), refused[:3]
-    slow_refusals = sorted(round(a.seconds, 3) for a in excess if a.status == 503 and a.seconds >= 0.1)
-    assert not slow_refusals, f"refused, but not within 100 ms: {slow_refusals}"
+    slow_refusals = sorted(round(a.seconds, 3) for a in refused if a.seconds >= 0.1)
+    assert not slow_refusals, f"{len(slow_refusals)} of {len(refused)} refused, but not within 100 ms: {slow_refusals}"
     late = sorted(round(a.seconds, 2) for a in admitted if a.seconds > 2.0)
     assert not late, f"admitted turns that waited more than 2 s for their first event: {late}"

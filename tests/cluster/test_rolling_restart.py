@@ -25,7 +25,8 @@ from tests.cluster.client import (
 from tests.support.cluster import LocalCluster
 from tests.support.mock_provider import MockHandle
 
-ANSWER = "Streaming along while the nodes restart one after another, without a stumble. " * 3
+ANSWER = "Streaming along while the nodes restart one after another, without a stumble. " * 10
+"""About 6 s at this pace: longer than the 1 s grace a stopping node gives its turns."""
 USERS = 6
 
 
@@ -65,7 +66,7 @@ async def test_rolling_restart_while_turns_run(start_cluster: StartCluster, mock
         rolling = False
         await asyncio.gather(*users)
     assert codes == [0, 0, 0]
-    assert len(done) >= 2 * USERS
+    assert len(done) >= USERS
     assert [s.refusals for s in done if s.refusals] == [], "a request was refused during the restart"
     assert [s.end.data["status"] if s.end else None for s in done] == ["complete"] * len(done)
     assert sum(s.resumes for s in done) > 0, "no turn was running on a stopping node: the test proved nothing"
