@@ -412,7 +412,7 @@ class MCPToolset:
 
     def _start_error(self, exc: Exception) -> str:
         """Why it did not start, and for a command where its own words went (its stderr)."""
-        where = getattr(self.stderr, "name", None) if self.stderr is not None else "standard error"
+        where = getattr(self.stderr, "name", None) if self.stderr is not None else "this process's standard error"
         said = f"; its output is in {where}" if self.command is not None and isinstance(where, str) else ""
         return f"{type(exc).__name__}: {exc}{said}"
 

@@ -110,6 +110,22 @@ def mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv.stop()
 
 
+@pytest.fixture(scope="module")
+def mcp_servers_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The demo server with the tests' MCP server (``t``) and one that dies at start (``dead``)."""
+    _ensure_tools()
+    tmp = tmp_path_factory.mktemp("web-mcp-servers")
+    config = tmp / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "t": {"command": sys.executable, "args": ["-m", "tests.support.mcp_server", "stdio"], "cwd": str(ROOT),
+              "timeout": 20},
+        "dead": {"command": sys.executable, "args": ["-c", "import sys; sys.exit('no key')"]}}}))
+    srv = start_server(tmp, env={"TURNSTREAM_MCP_CONFIG": str(config),
+                                 "TURNSTREAM_SCENARIO_DIR": str(HERE / "scenarios")})
+    yield srv
+    srv.stop()
+
+
 def _run(server: Server, name: str, file: str = "web.test.mjs", env: dict[str, str] | None = None) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TURNSTREAM_URL": server.url.rstrip("/"),
@@ -331,3 +347,14 @@ def test_notebook_tab_never_enters_a_code_editor(server: Server) -> None:
 
 def test_a_new_chat_is_ready_and_every_start_tops_the_sidebar(server: Server) -> None:
     _run(server, "a new chat is ready", "forgiving.test.mjs")
+
+
+# Issue 27, MCP servers in the page (servers.test.mjs) ---------------------------------------------
+
+
+def test_a_calls_progress_shows_on_its_tool_card(mcp_servers_server: Server) -> None:
+    _run(mcp_servers_server, "a call's progress shows on its tool card", "servers.test.mjs")
+
+
+def test_an_mcp_server_that_did_not_start_is_said_on_the_page(mcp_servers_server: Server) -> None:
+    _run(mcp_servers_server, "an MCP server that did not start is said on the page", "servers.test.mjs")

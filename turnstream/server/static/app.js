@@ -137,6 +137,10 @@ const app = {
     if (this.config.demo) $("#demo-model").textContent = this.config.model || "scripted:notebook-demo";
     $("#model-name").textContent = this.config.model || "";
     for (const note of document.querySelectorAll(".demo-note")) note.hidden = !this.config.demo;
+    // MCP servers that did not start (GET /api/config: mcp_servers), in the server's words.
+    const down = (this.config.mcp_servers || []).filter((s) => s.state !== "up");
+    $("#mcp-banner").hidden = down.length === 0;
+    $("#mcp-banner").textContent = down.map((s) => `⚠ ${s.message}`).join(" · ");
   },
 
   async openSession(id, known = null) {

@@ -328,6 +328,7 @@ export class Chat {
       this.controllers.delete(ctl);
       view.following = false;
       if (ENDED.has(view.status)) {
+        this.app.loadConfig(); // an MCP server that did not start during the turn: the banner says so
         announce(view.status === "complete" ? "The assistant has answered." : `Turn ${view.status}.`);
         if (this.active === view) this.active = null;
         if (!document.activeElement || document.activeElement === document.body) this.input.focus();

@@ -270,6 +270,25 @@ export class ToolCard {
     this.summaryEl.title = this.summaryEl.textContent;
   }
 
+  // How far a running call got (a tool_progress event): a bar under the card's head, seen with
+  // the card closed, with "2/3 · what it does now"; the last report stays after the result.
+  setProgress({ progress, total, message }) {
+    if (!this.progressEl) {
+      this.progressBar = h("progress", { class: "tool-progress-bar", "aria-label": `Progress of ${this.name}` });
+      this.progressText = h("span", { class: "tool-progress-text" });
+      this.progressEl = h("div", { class: "tool-progress" }, this.progressBar, this.progressText);
+      this.details.after(this.progressEl);
+    }
+    if (total) {
+      this.progressBar.max = total;
+      this.progressBar.value = progress;
+    } else {
+      this.progressBar.removeAttribute("value"); // no total: an indeterminate bar
+    }
+    const done = total ? `${progress}/${total}` : `${progress}`;
+    this.progressText.textContent = message ? `${done} · ${message}` : done;
+  }
+
   showPending() {
     if (this.hasResult) return;
     this.resultBox.hidden = false;

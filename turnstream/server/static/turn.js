@@ -332,6 +332,11 @@ export class TurnView {
       case "budget_warning":
         this.note(budgetWarning(data));
         break;
+      case "tool_progress": {
+        const call = this.tools.get(data.tool_use_id);
+        if (call && !call.card.hasResult) call.card.setProgress(data);
+        break;
+      }
       case "tool_approval": {
         const call = this.tools.get(data.tool_use_id);
         if (call && !call.card.hasResult) {
