@@ -46,16 +46,3 @@ def test_file_names_and_their_variables(name: str, variable: str | None) -> None
     else:
         files.check_name(name)
         assert files.variable(name) == variable
-
-
-def test_csv_and_json_are_described_without_a_library() -> None:
-    info = files.check("t.csv", b"name,score,when\n\"Smith, J\",1.5,2024-01-01\nLee,,2024-02-01\n")
-    assert (info.rows, info.columns, info.numeric_columns) == (2, ["name", "score", "when"], ["score"])
-    info = files.check("t.json", b'{"a": [1, 2, 3], "b": ["x", "y", "z"]}')
-    assert (info.rows, info.columns, info.numeric_columns) == (3, ["a", "b"], ["a"])
-    info = files.check("r.json", b'[{"a": 1}, {"a": 2, "b": true}]')
-    assert (info.rows, info.columns, info.numeric_columns) == (2, ["a", "b"], ["a"])
-    with pytest.raises(ValueError, match="separated by tabs"):
-        files.check("t.csv", b"a\tb\n1\t2\n")
-    with pytest.raises(ValueError, match="empty"):
-        files.check("t.csv", b"")

@@ -11,31 +11,36 @@ notebook may happen in any of them. Before each run the manager compares the sto
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ..errors import AlreadyExists, FileTooLarge, InvalidValue
 from . import files
 from .config import FileLimits
+from .describe import Unreadable
 from .files import FileInfo
 from .graph import Graph
 from .kernel import Kernel
 from .model import Cell
 from .persistence import FileStore
 
+Describer = Callable[[Sequence[FileInfo], Sequence[bytes]], Awaitable[list[FileInfo]]]
+"""Reads the shape of sniffed files in the sandbox (``describe.describe`` with a manager's limits)."""
+
 
 class DataFiles:
     """The data files of every notebook of one manager."""
 
-    def __init__(self, store: FileStore, limits: FileLimits) -> None:
+    def __init__(self, store: FileStore, limits: FileLimits, describer: Describer | None = None) -> None:
         self.store = store
         self.limits = limits
+        self.describer = describer
 
     async def add(self, session_id: str, uploads: Sequence[tuple[str, bytes]]) -> list[FileInfo]:
-        """Check every file against its name's format, then store them (each replacing a file
-        of its name): nothing is stored unless all pass. ``InvalidValue`` (field ``files[i]``)
-        for a bad name or content, ``FileTooLarge`` over a limit, ``AlreadyExists`` when two
-        files would give the same variable."""
+        """Sniff every file against its name's format, describe them in the sandbox, then store
+        them (each replacing a file of its name): nothing is stored unless all pass.
+        ``InvalidValue`` (field ``files[i]``) for a bad name or content, ``FileTooLarge`` over a
+        limit, ``AlreadyExists`` when two files would give the same variable."""
         stored = {f.name: f for f in await self.store.notebook_files(session_id)}
         infos: list[FileInfo] = []
         for i, (name, data) in enumerate(uploads):
@@ -43,7 +48,7 @@ class DataFiles:
                 raise FileTooLarge(f"{name} is {len(data)} bytes, over the limit of {self.limits.file_bytes} "
                                    "bytes for one data file", self.limits.file_bytes)
             try:
-                infos.append(await asyncio.to_thread(files.check, name, data))
+                infos.append(await asyncio.to_thread(files.sniff, name, data))
             except ValueError as exc:
                 raise InvalidValue(f"files[{i}]", str(exc)) from None
         taken = {f.info.get("variable"): n for n, f in stored.items()}
@@ -58,6 +63,11 @@ class DataFiles:
         if total > self.limits.total_bytes:
             raise FileTooLarge(f"these files would take the notebook's files to {total} bytes, over their limit "
                                f"of {self.limits.total_bytes} bytes; delete a file first", self.limits.total_bytes)
+        if self.describer is not None:
+            try:
+                infos = await self.describer(infos, [data for _, data in uploads])
+            except Unreadable as exc:
+                raise InvalidValue(f"files[{exc.index}]", str(exc)) from None
         for (name, data), info in zip(uploads, infos, strict=True):
             await self.store.put_notebook_file(session_id, name, data, info.to_dict(),
                                                max_total=self.limits.total_bytes)

@@ -58,13 +58,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ..aio import shielded
 from ..errors import EditConflict, InvalidValue, StaleNotebook
 from .config import FileLimits, KernelLimits, PoolLimits, SandboxConfig
 from .datafiles import DataFiles, users_of
+from .describe import describe
 from .files import FileInfo
 from .graph import Graph, stale_cells
 from .kernel import Kernel, interrupted_output
@@ -97,13 +98,17 @@ class NotebookManager:
         """Working directory of unsandboxed kernels (a sandboxed one has its own tmpfs)."""
         self.pool = KernelPool(pool or PoolLimits(), self.limits.memory_bytes)
         self.files = DataFiles(persistence if isinstance(persistence, FileStore) else InMemoryNotebooks(),
-                               files or FileLimits())
+                               files or FileLimits(), self._describe)
         self.runner_id: str | None = getattr(persistence, "runner_id", None)
         """This process as the store knows it (who runs a ``running`` cell)."""
         self._runs = Runs(self.limits, self.files, self._commit, self.runner_id)
         self._entries: dict[str, Entry] = {}
         self._load_lock = asyncio.Lock()
         self._status: SandboxStatus | None = None
+
+    async def _describe(self, infos: Sequence[FileInfo], data: Sequence[bytes]) -> list[FileInfo]:
+        """Read uploads' shapes in a sandboxed process of their own (``describe.py``)."""
+        return await describe(infos, data, self.limits, self.sandbox, self.pool)
 
     def probe_sandbox(self) -> SandboxStatus:
         """Start (and stop) one kernel to learn whether cells can run here, and how isolated.

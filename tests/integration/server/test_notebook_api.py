@@ -253,11 +253,11 @@ def test_each_format_is_checked_by_its_content(server: Server, tmp_path: Path) -
     good = [("a.tsv", b"k\tv\nx\t1\n"), ("b.json", b'[{"k": "x", "v": 1}]'), ("c.parquet", real_parquet),
             ("d.xlsx", real_xlsx)]
     lies = [("png.csv", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
-            ("text.parquet", CSV, "Parquet"), ("broken.json", b'{"a": [1, 2', "not JSON"),
+            ("text.parquet", CSV, "Parquet"), ("broken.json", b'{"a": [1, 2', "not a JSON table"),
             ("marks.parquet", b"PAR1" + b"\0" * 8 + b"PAR1", "not a Parquet file"),  # its marks, no footer
-            ("scalar.json", b"42", "not a table"), ("doc.xlsx", other_zip.getvalue(), "not an Excel workbook"),
+            ("scalar.json", b"42", "not a JSON table"), ("doc.xlsx", other_zip.getvalue(), "not an Excel workbook"),
             ("nosheet.xlsx", fake_xlsx.getvalue(), "no worksheet"),
-            ("csv.xlsx", CSV, "not an Excel workbook"), ("ragged.csv", b"a,b\n1,2,3\n", "3 fields"),
+            ("csv.xlsx", CSV, "not an Excel workbook"), ("ragged.csv", b"a,b\n1,2\n1,2,3,4\n", "saw 4"),
             ("latin.csv", "name\ncaf\u00e9\n".encode("latin-1"), "UTF-8")]
     with server.client() as c:
         sid = new_session(c)
@@ -493,3 +493,16 @@ def test_an_import_without_its_data_file_names_the_file_to_upload(server: Server
         bad["metadata"]["turnstream"]["files"][0]["data"] = "not base64!"
         r = c.post(nb_url(new_session(c), ".ipynb"), content=json.dumps(bad).encode())
         assert r.status_code == 422 and "base64" in r.text
+
+
+def test_hostile_uploads_are_422_naming_the_file_never_500(server: Server) -> None:
+    from tests.integration.notebook.test_notebook_uploads import attacks
+
+    hostile = {k: v for k, v in attacks().items() if k != "bomb.xlsx"}  # the bomb runs into the time limit
+    with server.client() as c:
+        sid = new_session(c)
+        for name, data in hostile.items():
+            r = upload(c, sid, (name, data))
+            assert r.status_code == 422, (name, r.status_code, r.text[:300])
+            assert r.json()["detail"][0]["loc"] == ["body", "files[0]"] and name in r.json()["message"], r.text
+        assert c.get(nb_url(sid, "/files")).json()["files"] == []
