@@ -93,7 +93,7 @@ async def start_turn(state: AppState, session: Session, message: str,
 
 @API.route("POST", "/api/sessions/{session_id}/turns", summary="Send a message: the turn's events stream back",
            body=TurnCreate, raw_body=MULTIPART,
-           replies={200: Reply("The turn's events (SPEC §8) until turn_complete.", None, SSE),
+           replies={200: Reply("The turn's events (docs/server.md, the event stream) until turn_complete.", None, SSE),
                     202: Reply("The session's turn was open: the message was queued for its next step, or "
                                "denied the calls waiting for approval (docs/steering.md).", SteerOut),
                     **OVERLOADED})

@@ -1,6 +1,6 @@
 // One turn in the chat: the user's message and the assistant's blocks, in stream order.
 //
-// The turn follows the SPEC §8 event stream. Every block is keyed by its index (its seq in the
+// The turn follows its event stream (docs/server.md). Every block is keyed by its index (its seq in the
 // turn), so any event can arrive first, twice, or only in its stored form (a replay sends
 // block_stop without block_start/block_delta) and the page still shows each block once, in
 // place. Events carry `id: <turn_id>:<n>`; n is remembered per turn and events at or below it
