@@ -200,3 +200,30 @@ test("a new chat is ready: + Cell, Upload and Import work before any message, an
     await context.close();
   }
 });
+
+test("Shift+Enter on the last cell keeps what is typed next, and a refused upload is said in words", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Last cell");
+    const only = await addCell(session.id, "a = 1");
+    const page = await openPage(context, session.id);
+    await page.waitForSelector("#live-state[data-state='live']");
+    await cellAt(page, 0).focus();
+    await page.keyboard.press("Enter");
+    await page.keyboard.press("Shift+Enter");
+    await page.waitForFunction(() => document.activeElement === document.querySelectorAll(".cells .cell .cm-content")[1]);
+    await page.keyboard.type("b = a + 1");
+    await until(async () => (await serverCells(session.id))[1]?.code === "b = a + 1", "the new cell's code to be saved");
+    const stored = await serverCells(session.id);
+    assert.deepEqual(stored.map((c) => c.code), ["a = 1", "b = a + 1"]);
+    assert.equal(stored[0].id, only.id);
+
+    await page.setInputFiles("#nb-file-input", { name: "x.csv", mimeType: "text/csv",
+      buffer: Buffer.from("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "latin1") });
+    const said = (await page.locator("#toasts .toast-error").last().textContent()).trim();
+    assert.equal(said, "Not uploaded: x.csv is not CSV: it holds binary data");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});

@@ -51,7 +51,12 @@ test("cells: type and Shift+Enter shows the output; Ctrl+Enter, Escape, add, mov
     await page.waitForSelector(".cells .cell[data-status='success'] .out-stdout");
     assert.equal((await cellAt(page, 0).locator(".out-stdout").textContent()).trim(), "total 42");
     assert.equal(await cellAt(page, 0).locator(".cell-count").textContent(), "[1]");
-    assert.equal(await page.evaluate(() => document.activeElement?.id), "nb-add", "no next cell: the focus moves on");
+    // No next cell: a new one below takes the focus, so what the user types next is kept.
+    await page.waitForFunction(() => document.querySelectorAll(".cells .cell").length === 2
+      && document.activeElement === document.querySelectorAll(".cells .cell .cm-content")[1]);
+    await page.click("[aria-label='Delete cell 2']");
+    await page.click("#confirm-ok");
+    await page.waitForFunction(() => document.querySelectorAll(".cells .cell").length === 1);
     // The code is highlighted (CodeMirror's Python mode) and saved through the routes.
     assert.ok(await cellAt(page, 0).locator(".cm-line span").count() > 0, "highlighted");
     let stored = await serverCells(session.id);

@@ -358,3 +358,7 @@ def test_a_calls_progress_shows_on_its_tool_card(mcp_servers_server: Server) -> 
 
 def test_an_mcp_server_that_did_not_start_is_said_on_the_page(mcp_servers_server: Server) -> None:
     _run(mcp_servers_server, "an MCP server that did not start is said on the page", "servers.test.mjs")
+
+
+def test_notebook_shift_enter_on_the_last_cell_and_a_refused_upload(server: Server) -> None:
+    _run(server, "Shift+Enter on the last cell keeps what is typed next", "forgiving.test.mjs")

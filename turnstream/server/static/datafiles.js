@@ -21,6 +21,19 @@ function shape(f) {
   return f.rows === null || f.rows === undefined ? f.format : `${f.rows} rows × ${f.columns.length} columns`;
 }
 
+// Why the server refused a request, in its own words: the first detail's message (a 422 names
+// the file: "x.csv is not CSV: it holds binary data"), else the message, never raw JSON.
+export async function refusal(resp) {
+  try {
+    const body = await resp.clone().json();
+    const said = body?.detail?.[0]?.msg ?? body?.message;
+    if (typeof said === "string" && said) return said;
+  } catch {
+    /* not JSON: the generic text below */
+  }
+  return errorText(resp);
+}
+
 // The line the chat's message box gets after an upload.
 export function uploadMessage(files) {
   const parts = files.map((f) => {
@@ -89,7 +102,7 @@ export class DataFiles {
       return null;
     }
     if (!resp.ok) {
-      toast(`Not uploaded: ${await errorText(resp)}`);
+      toast(`Not uploaded: ${await refusal(resp)}`);
       return null;
     }
     const stored = (await resp.json()).files;

@@ -2,7 +2,8 @@
 // link) and import one into an empty notebook (POST …/notebook.ipynb); in a new chat, Import
 // creates the chat first.
 
-import { api, errorText } from "./api.js";
+import { api } from "./api.js";
+import { refusal } from "./datafiles.js";
 import { $, announce, toast } from "./dom.js";
 
 export class Ipynb {
@@ -25,7 +26,7 @@ export class Ipynb {
   async download() {
     const resp = await api.raw(this.url());
     if (!resp.ok) {
-      toast(`No download: ${await errorText(resp)}`);
+      toast(`No download: ${await refusal(resp)}`);
       return;
     }
     const name = /filename="([^"]+)"/.exec(resp.headers.get("content-disposition") || "")?.[1] || "notebook.ipynb";
@@ -47,7 +48,7 @@ export class Ipynb {
     const resp = await fetch(this.url(), { method: "POST", body: await file.text(),
       headers: api.headers({ "Content-Type": "application/x-ipynb+json" }) });
     if (!resp.ok) {
-      toast(`Not imported: ${await errorText(resp)}`);
+      toast(`Not imported: ${await refusal(resp)}`);
       return;
     }
     const { cells } = await resp.json();

@@ -432,9 +432,15 @@ export class NotebookView {
     }
     this.run(entry);
     if (name === "run-next") {
-      const next = this.cells.get(this.order()[this.order().indexOf(entry.id) + 1]);
+      const place = this.order().indexOf(entry.id) + 1;
+      const next = this.cells.get(this.order()[place]);
       if (next) next.editor.focus();
-      else this.addButton.focus();
+      else {
+        // The last cell: a new one below takes what the user types next (as in Jupyter); until it
+        // is there, the focus waits on the card, where a key changes nothing.
+        entry.node.focus();
+        this.addCell(place, entry.data.language);
+      }
     }
     return true;
   }
