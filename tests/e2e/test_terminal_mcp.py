@@ -28,6 +28,11 @@ SIGNUP = {"fragment_size": 5, "turns": [
      {"blocks": [{"type": "text", "text": "Not signed up: {{last}}"}]}]]}
 
 
+PAINT = {"fragment_size": 5, "turns": [
+    [{"blocks": [{"type": "tool_use", "name": "t__paint", "input": {}}]},
+     {"blocks": [{"type": "text", "text": "Painted: {{last}}"}]}]]}
+
+
 def decline_the_next_question(chat: Chat) -> None:
     """Ask again, decline the server's question (``/decline``), see the tool say so, and leave."""
     chat.say("again")
@@ -123,3 +128,35 @@ def test_in_server_mode_the_chat_asks_the_servers_mcp_question(tmp_path: Path, m
     results = results_read(mock_provider, model)
     assert any("Ann (33) is on the free plan" in r for r in results)
     assert "Ann" not in results[-1]
+
+
+def test_a_multi_select_question_is_asked_as_one_and_answered_with_an_array(
+        tmp_path: Path, mock_provider: MockHandle) -> None:
+    """Issue 27, item 6: an array of an enum (server-everything's trigger-elicitation-request
+    asks one) takes several choices, and at least ``minItems`` of them."""
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"t": {
+        "command": sys.executable, "args": ["-m", "tests.support.mcp_server", "stdio"], "cwd": str(ROOT)}}}))
+    model = "anthropic:" + mock_provider.scenario("chat-paint", PAINT)
+    env = dict(os.environ, ANTHROPIC_BASE_URL=mock_provider.base_url, ANTHROPIC_API_KEY="test-key",
+               TURNSTREAM_HOME=str(tmp_path / "home"), TURNSTREAM_MCP_CONFIG=str(config), TERM="xterm",
+               COLUMNS="200")
+    child = pexpect.spawn(str(BIN), ["chat", "--model", model, "--root", str(tmp_path)],
+                          env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
+    try:
+        chat = Chat(child)
+        chat.say("paint it")
+        chat.expect(r"t__paint asks:.*Which colours, and what size\?")
+        chat.expect(r"Colors.*\(1 red / 2 green / 3 blue; several, with commas\)")
+        child.sendline(",")
+        chat.expect("Colors needs at least 1 of red, green, blue")
+        child.sendline("1, blue")
+        chat.expect(r"Size.*\(1 S / 2 M / 3 L\)")
+        child.sendline("2")
+        chat.expect("answered")
+        chat.expect(r"Painted: red, blue in M")
+        chat.say("bye")
+        assert chat.expect_exit() == 0
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
