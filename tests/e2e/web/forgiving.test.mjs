@@ -1,10 +1,12 @@
 // A notebook that forgives (issue 26): restarting the kernel from the notebook's header, the
 // marks of cells that ran in a kernel that is gone, a dependent cell that waits on an
-// interrupted one instead of running it again, and Tab that never enters a code editor.
+// interrupted one instead of running it again, Tab that never enters a code editor, a new chat
+// that is ready before its first message, Shift+Enter on the last cell, a refused upload in
+// words, and a chart's toolbar beside its title on a phone.
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { api, launch, newSession, openPage } from "./support.mjs";
+import { api, launch, newSession, openPage, shot } from "./support.mjs";
 
 const cellAt = (page, i) => page.locator(".cells .cell").nth(i);
 
@@ -222,6 +224,37 @@ test("Shift+Enter on the last cell keeps what is typed next, and a refused uploa
       buffer: Buffer.from("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "latin1") });
     const said = (await page.locator("#toasts .toast-error").last().textContent()).trim();
     assert.equal(said, "Not uploaded: x.csv is not CSV: it holds binary data");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("on a phone, a chart's toolbar never covers its title", async () => {
+  const context = await launch({ viewport: { width: 390, height: 844 } });
+  try {
+    const session = await newSession("Toolbar on a phone");
+    const cell = await addCell(session.id,
+      'import plotly.express as px\npx.bar(x=["North", "South"], y=[3, 4], title="Units sold by region in the spring quarter")');
+    await api(`/api/sessions/${session.id}/notebook/cells/${cell.id}/run`, { method: "POST" });
+    const page = await openPage(context, session.id);
+    await page.click("#tab-notebook");
+    await page.waitForSelector(".cell .out-plotly.rendered .js-plotly-plot .gtitle");
+    await page.hover(".cell .out-plotly .js-plotly-plot"); // the toolbar shows while the pointer is on the chart
+    await page.waitForFunction(() => {
+      const bar = document.querySelector(".cell .out-plotly .modebar");
+      return bar && getComputedStyle(bar).opacity === "1";
+    });
+    const boxes = await page.evaluate(() => {
+      const box = (sel) => document.querySelector(sel).getBoundingClientRect().toJSON();
+      return { bar: box(".cell .out-plotly .modebar"), title: box(".cell .out-plotly .gtitle"),
+        cell: box(".cell .cell-outputs") };
+    });
+    const { bar, title } = boxes;
+    const overlap = bar.left < title.right && title.left < bar.right && bar.top < title.bottom && title.top < bar.bottom;
+    assert.equal(overlap, false, JSON.stringify(boxes));
+    assert.ok(bar.top >= boxes.cell.top, `the toolbar is inside the cell's outputs: ${JSON.stringify(boxes)}`);
+    await shot(page, "notebook-chart-toolbar-390x844");
     assert.deepEqual(page.errors, []);
   } finally {
     await context.close();

@@ -362,3 +362,7 @@ def test_an_mcp_server_that_did_not_start_is_said_on_the_page(mcp_servers_server
 
 def test_notebook_shift_enter_on_the_last_cell_and_a_refused_upload(server: Server) -> None:
     _run(server, "Shift+Enter on the last cell keeps what is typed next", "forgiving.test.mjs")
+
+
+def test_notebook_chart_toolbar_never_covers_the_title_on_a_phone(server: Server) -> None:
+    _run(server, "on a phone, a chart's toolbar never covers its title", "forgiving.test.mjs")
