@@ -260,3 +260,19 @@ test("on a phone, a chart's toolbar never covers its title", async () => {
     await context.close();
   }
 });
+
+test("Escape stops a turn started from a suggestion", async () => {
+  const context = await launch();
+  try {
+    const page = await openPage(context, null);
+    await page.click("#new-session");
+    await page.click(".intro .btn-suggestion >> text=Create an example notebook");
+    await page.waitForSelector(".turn:last-of-type[data-status='running']");
+    await page.waitForFunction(() => window.turnstream.chat.active?.turnId);
+    await page.keyboard.press("Escape");
+    await page.waitForSelector(".turn:last-of-type[data-status='cancelled']");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});

@@ -366,3 +366,7 @@ def test_notebook_shift_enter_on_the_last_cell_and_a_refused_upload(server: Serv
 
 def test_notebook_chart_toolbar_never_covers_the_title_on_a_phone(server: Server) -> None:
     _run(server, "on a phone, a chart's toolbar never covers its title", "forgiving.test.mjs")
+
+
+def test_escape_stops_a_turn_started_from_a_suggestion(server: Server) -> None:
+    _run(server, "Escape stops a turn started from a suggestion", "forgiving.test.mjs")

@@ -124,7 +124,11 @@ export class Chat {
       h("p", { text: "The assistant writes and runs notebook cells beside this chat. Each tool call shows up inline, as it streams." }));
     const list = h("div", { class: "suggestions" });
     for (const idea of SUGGESTIONS) {
-      list.append(h("button", { type: "button", class: "btn btn-suggestion", text: idea, onclick: () => this.send(idea) }));
+      // The focus goes to the message box (the button goes with the intro), where Escape stops the turn.
+      list.append(h("button", { type: "button", class: "btn btn-suggestion", text: idea, onclick: () => {
+        this.input.focus();
+        this.send(idea);
+      } }));
     }
     intro.append(list);
     intro.append(h("p", { class: "muted demo-note", hidden: !demo,
