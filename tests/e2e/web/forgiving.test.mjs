@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { api, launch, newSession, openPage, shot } from "./support.mjs";
+import { api, launch, lastTurn, newSession, openPage, send, shot, waitTurnStatus } from "./support.mjs";
 
 const cellAt = (page, i) => page.locator(".cells .cell").nth(i);
 
@@ -271,6 +271,27 @@ test("Escape stops a turn started from a suggestion", async () => {
     await page.waitForFunction(() => window.turnstream.chat.active?.turnId);
     await page.keyboard.press("Escape");
     await page.waitForSelector(".turn:last-of-type[data-status='cancelled']");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test("Retry shows the question once, and so does the chat after a reload", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Retried", "overloaded.json");
+    const page = await openPage(context, session.id);
+    await send(page, "Summarise the sales");
+    await waitTurnStatus(page, "failed");
+    await lastTurn(page).getByRole("button", { name: "Retry: send this message again" }).click();
+    await waitTurnStatus(page, "complete");
+    const shown = () => page.locator(".turn .msg-user .msg-body:visible").allInnerTexts();
+    assert.deepEqual(await shown(), ["Summarise the sales"]);
+    assert.match(await page.locator(".turn").first().locator(".block-error").innerText(), /overloaded/);
+    await page.reload();
+    await page.waitForSelector(`body[data-session-id='${session.id}'] .turn[data-status='complete']`);
+    assert.deepEqual(await shown(), ["Summarise the sales"]);
     assert.deepEqual(page.errors, []);
   } finally {
     await context.close();

@@ -370,3 +370,7 @@ def test_notebook_chart_toolbar_never_covers_the_title_on_a_phone(server: Server
 
 def test_escape_stops_a_turn_started_from_a_suggestion(server: Server) -> None:
     _run(server, "Escape stops a turn started from a suggestion", "forgiving.test.mjs")
+
+
+def test_retry_shows_the_question_once(server: Server) -> None:
+    _run(server, "Retry shows the question once", "forgiving.test.mjs")

@@ -139,6 +139,11 @@ export class Chat {
   addTurn(view) {
     $(".intro", this.log)?.remove();
     for (const t of this.turns) t.errorNode?.querySelector(".error-actions")?.remove(); // only the last can be retried
+    const before = this.turns.at(-1);
+    // A failed turn asked again (Retry) shows its question once: on the new turn, not on both.
+    if (before && before.input === view.input && (before.status === "failed" || before.status === "cancelled")) {
+      before.node.classList.add("turn-retried");
+    }
     this.turns.push(view);
     this.log.append(view.node);
     this.scrollSoon(true);
