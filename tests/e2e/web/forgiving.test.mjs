@@ -297,3 +297,28 @@ test("Retry shows the question once, and so does the chat after a reload", async
     await context.close();
   }
 });
+
+test("a tool call's duration after a reload is the one it took, not the reload's", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Timed", "timed_cell.json");
+    const page = await openPage(context, session.id);
+    await send(page, "Run the slow cell");
+    await waitTurnStatus(page, "complete");
+    const took = async () => {
+      const text = await page.locator(".block-tool[data-state='done'][aria-label='Tool call run_cell'] .tool-time").textContent();
+      const m = /^([\d.]+) s$/.exec(text.trim());
+      assert.ok(m, `the run_cell card says ${JSON.stringify(text)}`);
+      return Number(m[1]);
+    };
+    const live = await took();
+    assert.ok(live >= 1.4 && live < 10, String(live));
+    await page.reload();
+    await page.waitForSelector(`body[data-session-id='${session.id}'] .turn[data-status='complete']`);
+    const stored = await took();
+    assert.ok(stored >= 1.4 && stored < 10, `after a reload: ${stored}`);
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});

@@ -374,3 +374,7 @@ def test_escape_stops_a_turn_started_from_a_suggestion(server: Server) -> None:
 
 def test_retry_shows_the_question_once(server: Server) -> None:
     _run(server, "Retry shows the question once", "forgiving.test.mjs")
+
+
+def test_a_tool_calls_duration_survives_a_reload(server: Server) -> None:
+    _run(server, "a tool call's duration after a reload", "forgiving.test.mjs")

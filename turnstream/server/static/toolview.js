@@ -219,6 +219,7 @@ export class ToolCard {
     this.input = undefined;
     this.hasResult = false;
     this.startedAt = null;
+    this.untimed = false; // set for a call read from the store
     this.nameEl = h("span", { class: "tool-name", text: this.name });
     this.summaryEl = h("span", { class: "tool-summary" });
     this.stateEl = h("span", { class: "tool-state", text: STATES.streaming });
@@ -252,7 +253,9 @@ export class ToolCard {
   setState(state) {
     this.node.dataset.state = state;
     this.stateEl.textContent = STATES[state] || state;
-    if (state === "running" || state === "client") this.startedAt ??= performance.now();
+    // Timed from when the page saw it start; a call read from the store (a reload) is not: its
+    // duration is the one its result gives (run_cell's `seconds`), or none.
+    if ((state === "running" || state === "client") && !this.untimed) this.startedAt ??= performance.now();
   }
 
   // The input so far (`input`: the best parse; `raw`: the JSON text, while nothing parses).

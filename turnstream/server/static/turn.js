@@ -108,6 +108,7 @@ class BlockView {
         this.name = block.name;
         this.card.setCall(block.name, block.tool_use_id);
         if (block.input_error) this.inputError = block.input_error;
+        this.card.untimed = this.turn.stored; // a stored call ran long ago: its time is its result's
         if (this.card.state === "streaming") this.card.setState("running");
       } else if (block.type === "user") this.showUser(block);
     }
@@ -508,9 +509,11 @@ export class TurnView {
   // A stored turn from GET /api/sessions/{id}.
   static fromStored(chat, turn) {
     const view = new TurnView(chat, { turnId: turn.id, input: turn.input, status: turn.status });
+    view.stored = true;
     for (const block of turn.blocks || []) {
       view.apply("block_stop", { index: block.seq, block }, null);
     }
+    view.stored = false;
     if (turn.status !== "running" && turn.status !== "awaiting_client") {
       view.complete({ status: turn.status, stop_reason: turn.stop_reason, usage: turn.usage, steps: turn.steps });
     }
