@@ -86,6 +86,8 @@ def scenario(first_text: int, answer_text: int, delay_ms: float) -> dict[str, An
 READY = re.compile(rb"on (http://[^/#\s]+)/ ")
 """The address line (stdout is a pipe here, so the key is only in the key file)."""
 STAMPS = re.compile(rb"\d{10}\.\d{6}")
+MAX_REFUSALS = 30
+"""A client sends a turn refused at capacity (503) again up to this many times."""
 
 
 def progress(msg: str) -> None:
@@ -170,6 +172,8 @@ class TurnStream(asyncio.Protocol):
         self.events = 0
         self.status: str | None = None
         self.error: str | None = None
+        self.retry_after: float | None = None
+        """Set when the server answered 503 (at capacity) with this Retry-After."""
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -186,6 +190,9 @@ class TurnStream(asyncio.Protocol):
                 return
             self.head, self.buf = self.buf[:end], self.buf[end + 4:]
             status = self.head.split(b" ", 2)[1]
+            if status == b"503":  # at capacity: the client waits as asked and sends it again
+                m = re.search(rb"(?i)\r\nretry-after: *(\d+)", self.head)
+                self.retry_after = float(m.group(1)) if m else 1.0
             if status != b"200" or b"transfer-encoding: chunked" not in self.head.lower():
                 self._fail(f"HTTP {status.decode()}: {self.head[:200]!r}")
                 return
@@ -257,17 +264,23 @@ async def _one_turn(host: str, port: int, key: str, sid: str, start_at: float) -
         await asyncio.sleep(delay)
     loop = asyncio.get_running_loop()
     t0 = time.time()
-    try:
-        _, proto = await loop.create_connection(lambda: TurnStream(request), host, port)
-        await asyncio.wait_for(proto.done, 300)
-    except (OSError, TimeoutError) as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
+    refused = 0
+    while True:
+        try:
+            _, proto = await loop.create_connection(lambda: TurnStream(request), host, port)
+            await asyncio.wait_for(proto.done, 300)
+        except (OSError, TimeoutError) as exc:
+            return {"error": f"{type(exc).__name__}: {exc}", "refused": refused}
+        if proto.retry_after is None or refused >= MAX_REFUSALS:
+            break
+        refused += 1  # a 503 at capacity: wait as asked, then send the turn again
+        await asyncio.sleep(proto.retry_after)
     if proto.error:
-        return {"error": proto.error}
+        return {"error": proto.error, "refused": refused}
     if proto.status != "complete":
-        return {"error": f"turn ended {proto.status!r} after {proto.events} events"}
+        return {"error": f"turn ended {proto.status!r} after {proto.events} events", "refused": refused}
     return {"first": proto.first, "added": proto.added, "events": proto.events, "duration": time.time() - t0,
-            "end": time.time()}
+            "end": time.time(), "refused": refused}
 
 
 async def _worker(url: str, key: str, n: int, model: str, starts: list[float]) -> dict[str, Any]:
@@ -297,7 +310,7 @@ def worker_main(args: tuple[str, str, int, str, list[float]]) -> dict[str, Any]:
 # one run ------------------------------------------------------------------------------------------
 
 def run_once(n: int, url: str, key: str, model: str, pids: dict[str, int], workers: int,
-             ramp_s: float, profile: Path | None = None) -> dict[str, Any]:
+             ramp_s: float, profile: Path | None = None, label: str = "server") -> dict[str, Any]:
     workers = max(1, min(workers, n))
     start_at = time.time() + 1.5 + n / 400  # time for every worker to create its sessions
     starts = [start_at + ramp_s * i / n for i in range(n)]
@@ -310,8 +323,9 @@ def run_once(n: int, url: str, key: str, model: str, pids: dict[str, int], worke
             pending.wait(0.05)
         spy = None
         if profile is not None:  # py-spy (pip install py-spy; not a dependency) samples the server
+            out = str(profile / f"{label}-{n}.txt")
             spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(server),
-                                    "-r", "1000", "--nonblocking", "-f", "raw", "-o", str(profile / f"server-{n}.txt")],
+                                    "-r", "1000", "--nonblocking", "-f", "raw", "-o", out],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         cpu0 = {k: cpu_s(pid) for k, pid in pids.items()}
         busy0 = machine_busy()
@@ -331,6 +345,7 @@ def run_once(n: int, url: str, key: str, model: str, pids: dict[str, int], worke
     results = [r for part in parts_out for r in part["results"]]
     client_cpu = sum(part["cpu_s"] for part in parts_out)
     errors = [r["error"] for r in results if "error" in r]
+    refused = sum(r.get("refused", 0) for r in results)
     ok = [r for r in results if "error" not in r]
     first = [r["first"] for r in ok]
     added = [a for r in ok for a in r["added"]]
@@ -341,7 +356,7 @@ def run_once(n: int, url: str, key: str, model: str, pids: dict[str, int], worke
     rss, hwm = rss_kib(server)
     machine = 100 * (busy1[0] - busy0[0]) / max(1.0, busy1[1] - busy0[1])
     return {
-        "n": n, "ok": len(ok), "errors": len(errors), "error_samples": errors[:3],
+        "n": n, "ok": len(ok), "errors": len(errors), "error_samples": errors[:3], "refused_503": refused,
         "turns_per_s": round(len(ok) / span, 1), "events_per_s": round(events / span),
         "events_per_turn": round(events / max(1, len(ok)), 1), "stamped_events": len(added),
         "first_event_ms_p50": round(pct(first, 50) * 1000, 1), "first_event_ms_p99": round(pct(first, 99) * 1000, 1),
@@ -358,7 +373,7 @@ def run_once(n: int, url: str, key: str, model: str, pids: dict[str, int], worke
 
 
 COLUMNS = [
-    ("N", "n"), ("errors", "errors"), ("turns/s", "turns_per_s"), ("events/s", "events_per_s"),
+    ("N", "n"), ("errors", "errors"), ("503s", "refused_503"), ("turns/s", "turns_per_s"), ("events/s", "events_per_s"),
     ("first event p50 / p99 ms", ("first_event_ms_p50", "first_event_ms_p99")),
     ("added per event p50 / p99 ms", ("added_ms_p50", "added_ms_p99")),
     ("turn s p50 / p99", ("turn_s_p50", "turn_s_p99")),
@@ -414,6 +429,11 @@ def main() -> int:
         env.update({"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}", "ANTHROPIC_API_KEY": "bench-not-a-key"})
         model = "anthropic:bench-chain"
         prefix = ["-m", "cProfile", "-o", str(a.cprofile.resolve())] if a.cprofile else []
+        if a.floor:
+            # CPU per turn, not admission: the gate is off, so that turnstream, like the floor,
+            # serves all N turns at once (its waits and 503s are measured without --floor and
+            # by bench/cluster_bench.py)
+            env.setdefault("TURNSTREAM_ADMIT_MAX_LAG_MS", "0")
         server = subprocess.Popen([sys.executable, *prefix, "-m", "turnstream.cli", "serve", "--port", "0", "--db",
                                    f"sqlite:///{tmp / 'bench.db'}", "--model", model],
                                   stdout=subprocess.PIPE, stderr=(tmp / "server.log").open("w"), env=env, cwd=tmp)
@@ -456,7 +476,8 @@ def main() -> int:
               f"one turn alone takes {alone['turn_s_p50']} s; SQLite; {os.cpu_count()} CPUs)\n")
         print(table(rows))
         print("\nadded per event: client receive time minus the mock provider's send stamp, over every stamped "
-              "block_delta; first event: POST sent -> turn_start received; CPU %: of one core, over the run")
+              "block_delta; first event: POST sent -> turn_start received (of the POST that was admitted); "
+              "503s: turns refused at capacity and sent again after Retry-After; CPU %: of one core, over the run")
         if a.json_out:
             a.json_out.write_text(json.dumps({"delay_ms": a.delay_ms, "alone": alone, "rows": rows}, indent=2))
         failed = any(r["errors"] for r in rows)
@@ -486,7 +507,9 @@ def floor_table(a: argparse.Namespace, ns: list[int], ts: tuple[str, str, dict[s
         for r in range(a.rounds):
             for name, (url, key, pids), rows in (("turnstream", ts, mine), ("floor", floor, theirs)):
                 progress(f"N = {n}, round {r + 1}/{a.rounds}: {name} …")
-                row = run_once(n, url, key, model, pids, a.workers, a.ramp_s)
+                if a.profile:
+                    a.profile.mkdir(parents=True, exist_ok=True)
+                row = run_once(n, url, key, model, pids, a.workers, a.ramp_s, a.profile, label=name)
                 progress(f"  {name}: {row['server_cpu_ms_per_turn']} ms/turn, {row['errors']} errors")
                 rows.append(row)
         ts_ms = pct([r["server_cpu_ms_per_turn"] for r in mine], 50)

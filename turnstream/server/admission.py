@@ -59,6 +59,8 @@ BUSY_GROW = 0.7
 """The limit grows only while the process used less than this share of a core over the
 window: CPU use rises as soon as turns are let in, long before the loop's lag shows it, so
 it stops the growth before the lag would (growing on lag alone overshot)."""
+MAX_RETRY_AFTER = 30
+"""The longest ``Retry-After`` a refusal names."""
 MIN_LINE = 4
 """The line is never shorter than this (a server whose turns have not ended yet)."""
 PACE = 50
@@ -145,8 +147,12 @@ class Admission:
         return max(self.min_line, len(ended))
 
     def retry_after(self) -> int:
-        """Seconds a refused client should wait: about how long the line takes to clear."""
-        return max(1, math.ceil(self.max_wait))
+        """Seconds a refused client should wait: about how long the line takes to clear at
+        the rate turns ended lately (1 to ``MAX_RETRY_AFTER``)."""
+        ended = len(self._ended)
+        if not ended:
+            return min(MAX_RETRY_AFTER, max(1, math.ceil(self.max_wait)))
+        return min(MAX_RETRY_AFTER, max(1, math.ceil(len(self._waiting) * self.max_wait / ended)))
 
     def release(self) -> None:
         """An admitted turn ended (or will not start after all)."""
