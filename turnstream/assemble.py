@@ -5,7 +5,9 @@ the vendor's index or id, and returns the SPEC §8 stream events with turn-wide 
 indexes (the block's ``seq``). Tool input is kept as raw text and parsed once, on the
 block's end signal; a live best-effort parse (``BlockDelta.input``) is taken only when
 ``snapshots`` is on, at geometrically spaced sizes (every fragment up to 1 KiB, then each
-time the input has grown by a quarter), so the total work stays linear in the input.
+time the input has grown by a quarter), so the total work stays linear in the input. With
+``snapshots`` off (nobody follows the turn live: ``RunConfig.live_deltas``) a delta is only
+kept, and no ``BlockDelta`` is made for it.
 
 ``partial_blocks()`` gives a consistent view of what is open at any moment: that is what
 a cancelled or broken step keeps.
@@ -140,7 +142,8 @@ class Assembler:
         kind = ev.kind
         if kind == "text" or kind == "thinking":
             st.parts.append(ev.value)
-            return BlockDelta(index=st.seq, text=ev.value)
+            # nobody follows the turn live (``snapshots`` off): no event object to build
+            return BlockDelta(index=st.seq, text=ev.value) if self.snapshots else None
         if kind == "input_json":
             pj = st.json
             frag: str = ev.value
@@ -158,7 +161,7 @@ class Assembler:
                     st.next_snapshot = int(size * _SNAPSHOT_GROWTH)
                 return BlockDelta(index=st.seq, partial_json=frag, input=snap)
             st.parts.append(frag)
-            return BlockDelta(index=st.seq, partial_json=frag)
+            return None
         if kind == "signature":
             st.signature += ev.value
             return None

@@ -30,6 +30,33 @@ class SSEDecoder:
         self.dropped_tail = False
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        out: list[SSEEvent] = []
+        for raw in self._complete(chunk):
+            ev = _parse_event(raw)
+            if ev is not None:
+                out.append(ev)
+        return out
+
+    def feed_data(self, chunk: bytes) -> list[str]:
+        """``feed``, keeping only each event's data: what a provider's payload parser reads,
+        without an ``SSEEvent`` per event (the providers' streams are this decoder's hot path)."""
+        out: list[str] = []
+        for raw in self._complete(chunk):
+            if raw.startswith(b"event: "):
+                nl = raw.find(b"\n")
+                if nl > 0 and raw.startswith(b"data: ", nl + 1) and raw.find(b"\n", nl + 1) < 0:
+                    out.append(raw[nl + 7:].decode("utf-8", "replace"))
+                    continue
+            elif raw.startswith(b"data: ") and raw.find(b"\n") < 0:
+                out.append(raw[6:].decode("utf-8", "replace"))
+                continue
+            ev = _parse_event(raw)
+            if ev is not None:
+                out.append(ev.data)
+        return out
+
+    def _complete(self, chunk: bytes) -> list[bytes]:
+        """The raw events that ``chunk`` completes (line endings made ``\\n``)."""
         if self._cr_pending:
             chunk = b"\r" + chunk
             self._cr_pending = False
@@ -45,12 +72,7 @@ class SSEDecoder:
             return []
         parts = buf.split(b"\n\n")
         self._buf = parts.pop()
-        out: list[SSEEvent] = []
-        for raw in parts:
-            ev = _parse_event(raw)
-            if ev is not None:
-                out.append(ev)
-        return out
+        return parts
 
     def flush(self) -> list[SSEEvent]:
         """End of body. A complete event needs its blank line, so a non-empty tail is dropped."""

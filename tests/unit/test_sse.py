@@ -59,3 +59,26 @@ def test_recorded_streams_decode_identically_in_pieces(path: Path) -> None:
     step = max(1, len(body) // 97)
     assert decode(body, list(range(0, len(body), step))) == whole
     assert decode(body, list(range(0, len(body), 7))) == whole
+
+
+def datas(body: bytes, cuts: list[int]) -> list[str]:
+    d = SSEDecoder()
+    out: list[str] = []
+    prev = 0
+    for c in [*sorted(set(cuts)), len(body)]:
+        out += d.feed_data(body[prev:c])
+        prev = c
+    return out
+
+
+@settings(max_examples=300)
+@given(st.lists(st.integers(0, len(BODY)), max_size=12))
+def test_feed_data_is_the_data_of_feed_however_split(cuts: list[int]) -> None:
+    assert datas(BODY, cuts) == [data for _, data in decode(BODY, [])]
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*/*.sse")), ids=lambda p: p.stem)
+def test_feed_data_of_recorded_streams(path: Path) -> None:
+    body = path.read_bytes()
+    step = max(1, len(body) // 53)
+    assert datas(body, list(range(0, len(body), step))) == [data for _, data in decode(body, [])]

@@ -266,15 +266,15 @@ class EventStream:
         """The chunk's events, one at a time: those before a bad payload still come out
         before its error is raised, so a failed step keeps what had arrived."""
         parse = self.parser.parse
-        sses = self.decoder.feed(chunk)
+        datas = self.decoder.feed_data(chunk)
         if not self.seen:
-            if not sses:
+            if not datas:
                 if len(self.head) < HEAD_BYTES:
                     self.head += chunk[:HEAD_BYTES]
                 return
             self.seen = True
-        for sse in sses:
-            yield from parse(sse.data)
+        for data in datas:
+            yield from parse(data)
 
     def finish(self) -> Sequence[ProviderEvent]:
         """End of body: the events owed, or the error for a body that ended too early
