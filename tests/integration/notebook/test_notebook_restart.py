@@ -227,3 +227,28 @@ async def test_restart_interrupts_a_run_under_way(manager: NotebookManager, sid:
     assert report.status == "error"
     assert "Interrupted because the kernel was restarted" in report.cell["outputs"][-1]["evalue"]
     assert (await cells(manager, sid))[slow.id]["previous_kernel"] is True
+
+
+async def test_the_restart_kernel_tool_restarts_and_runs_all_for_the_assistant(manager: NotebookManager,
+                                                                              sid: str) -> None:
+    import json
+
+    from turnstream.blocks import ToolUseBlock
+    from turnstream.tools.executor import Outcome, ToolExecutor
+    from turnstream.toolsets.notebook import NOTEBOOK_TOOLS
+
+    first = await manager.create_cell(sid, "a = 40")
+    second = await manager.create_cell(sid, "a + 2")
+    await manager.run_cell(sid, second.id)
+    kernel = manager.kernel(sid)
+    assert kernel is not None
+    generation = kernel.generation
+    executor = ToolExecutor({t.name: t for t in NOTEBOOK_TOOLS}, deps={"notebooks": manager})
+    call = ToolUseBlock(tool_use_id="call-restart", name="restart_kernel", input={"run_all": True})
+    outcome: Outcome = await executor.decide(call)
+    await executor.run([outcome], session_id=sid, turn_id="turn-1")
+    result = json.loads(outcome.content)
+    assert result["restarted"] is True
+    assert [r["cell_id"] for r in result["ran"]] == [first.id, second.id]
+    assert result["ran"][1]["outputs"] == [{"type": "text", "text": "42"}]
+    assert kernel.generation > generation
