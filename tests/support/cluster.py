@@ -59,6 +59,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 REGISTRY = Path("/run/turnstream-cluster")
 HAPROXY_CFG = REPO / "deploy" / "haproxy.cfg"
+LB_TURNS = 60
+"""Turn streams HAProxy lets each node carry at once (``TURNSTREAM_LB_TURNS``): three nodes
+share two cores on the machines this runs on."""
 NODE_PORT = 8000
 """The port every node listens on, at its own address."""
 READY_LINE = re.compile(r"turnstream serving .* on (http://[^/#\s]+)/ ")
@@ -404,7 +407,10 @@ class LocalCluster:
     def haproxy_env(self) -> dict[str, str]:
         lay = self.layout
         env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
-               "TURNSTREAM_LB_BIND": f"127.0.0.1:{lay.lb_port}"}
+               "TURNSTREAM_LB_BIND": f"127.0.0.1:{lay.lb_port}",
+               "TURNSTREAM_LB_ERRORS": str(REPO / "deploy" / "errors"),
+               # what one node carries here: three nodes share this machine's two cores
+               "TURNSTREAM_LB_TURNS": os.environ.get("TURNSTREAM_LB_TURNS", str(LB_TURNS))}
         for i in range(1, 4):  # the file names three servers; those a smaller cluster lacks point
             # at a closed loopback port, so their health checks take them out at once
             env[f"TURNSTREAM_NODE{i}"] = f"{lay.node_ip(i)}:{NODE_PORT}" if i <= lay.nodes else "127.0.0.1:9"

@@ -18,9 +18,10 @@ instead, and makes the overflow wait before it starts:
 * admission is a promise kept either way: a turn starts within ``max_wait`` seconds
   (``TURNSTREAM_ADMIT_WAIT_S``, 2 s), or it is refused at once (``Overloaded``: ``503`` with
   ``Retry-After``, before anything is stored), so a load balancer can send it to another
-  process and a client knows. The line is as long as the turns that ended in the last
-  ``max_wait`` seconds (at least ``MIN_LINE``): that many places free up in the next ones
-  too, so a turn let into the line starts in time. One that did not get a place by its
+  process and a client knows. The line is as long as the places free under the limit (a
+  burst waits only for the pacing) plus the turns that ended in the last ``max_wait``
+  seconds (at least ``MIN_LINE``): that many places free up in the next ones too, so a turn
+  let into the line starts in time. One that did not get a place by its
   deadline anyway (turns ended more slowly than before) starts then, past the limit: the
   limit is a soft bound on load, the wait a promise to a user.
 
@@ -139,12 +140,13 @@ class Admission:
                 self._waiting.remove(fut)  # still there when cancelled or timed out
 
     def line(self) -> int:
-        """How many turns may wait: as many as ended in the last ``max_wait`` seconds."""
+        """How many turns may wait: the places free under the limit now (a burst waits only
+        for the pacing), plus as many as ended in the last ``max_wait`` seconds."""
         ended = self._ended
         horizon = time.monotonic() - self.max_wait
         while ended and ended[0] < horizon:
             ended.popleft()
-        return max(self.min_line, len(ended))
+        return max(self.min_line, max(0, self.limit - self.running) + len(ended))
 
     def retry_after(self) -> int:
         """Seconds a refused client should wait: about how long the line takes to clear at

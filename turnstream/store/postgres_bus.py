@@ -28,6 +28,9 @@ origin, so a process drops its own without parsing them.
 
 When the listening connection breaks it is reopened, every followed channel listened to again
 and every subscription woken (it reads the store for what it missed).
+
+Why one module of this size: following, interest, batching and the two connections are one
+protocol between processes; split, each half would have to know the other's message kinds.
 """
 
 from __future__ import annotations
