@@ -280,7 +280,7 @@ test("Escape stops a turn started from a suggestion", async () => {
 test("Retry shows the question once, and so does the chat after a reload", async () => {
   const context = await launch();
   try {
-    const session = await newSession("Retried", "overloaded.json");
+    const session = await newSession("Retried", "overloaded_retry.json");
     const page = await openPage(context, session.id);
     await send(page, "Summarise the sales");
     await waitTurnStatus(page, "failed");
