@@ -9,7 +9,8 @@ count K and each N:
 
 * **balanced**: N concurrent turns through HAProxy (each in its own session, so the hash on
   the session id spreads them): turns/s, time to first event p50/p99 (POST sent ->
-  ``turn_start``), 503s (refusals the client saw, after HAProxy's retries) and other errors,
+  ``turn_start`` of the POST that was admitted), 503s (refusals the client saw, after HAProxy's
+  retries; a client sends a refused turn again after its ``Retry-After``) and other errors,
   server CPU ms per turn per node (each node's CPU over the run, divided by the turns it ran
   — its admission counter), NOTIFYs per turn (every node's ``/healthz`` bus counter
   ``notifications_sent``, summed, over the turns);
@@ -86,13 +87,14 @@ def run(cluster: LocalCluster, url: str, n: int, model: str, workers: int, ramp_
         results = [r for part in pending.get() for r in part["results"]]
     ok = [r for r in results if "error" not in r]
     errors = [r["error"] for r in results if "error" in r]
-    refused = [e for e in errors if e.startswith("HTTP 503")]
+    refused = [e for e in errors if e.startswith("HTTP 503")]  # past the client's own retries
+    retried = sum(r.get("refused", 0) for r in results)  # 503s the client waited out and sent again
     first = [r["first"] for r in ok]
     served = {i: count1[i][0] - count0[i][0] for i in nodes}
     notifies = sum(count1[i][1] - count0[i][1] for i in nodes)
     span = max(1e-9, max((r["end"] for r in ok), default=t0) - start_at)
     return {
-        "n": n, "ok": len(ok), "refused_503": len(refused), "errors": len(errors) - len(refused),
+        "n": n, "ok": len(ok), "refused_503": len(refused) + retried, "errors": len(errors) - len(refused),
         "error_samples": [e for e in errors if not e.startswith("HTTP 503")][:3],
         "turns_per_s": round(len(ok) / span, 1),
         "first_event_ms_p50": round(pct(first, 50) * 1000, 1), "first_event_ms_p99": round(pct(first, 99) * 1000, 1),
