@@ -902,3 +902,23 @@ async def test_a_queued_message_is_seen_by_another_process(store: Store, backend
         blob = await peer.put_blob(b"GIF89a...", "image/gif")
     assert [m.text for m in await store.take_queued(session.id)] == ["from elsewhere"]
     assert await store.get_blobs([blob]) == {blob: b"GIF89a..."}
+
+
+async def test_writes_asked_for_together_stand_or_fall_alone(store: Store) -> None:
+    """Turn writes asked for in one pass of the event loop (SQLite commits them as one group):
+    one refused undoes only itself, the others are stored."""
+    turns = [await new_turn(store) for _ in range(4)]
+    bad = turns[2]
+    block = text(0)
+    results = await asyncio.gather(
+        store.append_block(turns[0].id, block, stop(turns[0].id, 2, block)),
+        store.append_event(ev(turns[1].id, 2)),
+        store.append_block(bad.id, text(5), stop(bad.id, 2, text(5))),  # seq 5 is not the next: refused
+        store.append_event(ev(turns[3].id, 2)),
+        return_exceptions=True)
+    assert [type(r).__name__ for r in results] == ["NoneType", "NoneType", "SeqConflictError", "NoneType"]
+    assert [e.n for e in await store.events_after(turns[0].id, 1)] == [2]
+    assert [e.n for e in await store.events_after(turns[1].id, 1)] == [2]
+    assert await store.events_after(bad.id, 1) == []
+    assert (await store.get_turn(bad.id) or bad).blocks == []
+    assert [e.n for e in await store.events_after(turns[3].id, 1)] == [2]

@@ -17,7 +17,6 @@ from typing import Any
 from ..errors import AlreadyExists, FileTooLarge, InvalidValue
 from . import files
 from .config import FileLimits
-from .describe import Unreadable
 from .files import FileInfo
 from .graph import Graph
 from .kernel import Kernel
@@ -64,10 +63,7 @@ class DataFiles:
             raise FileTooLarge(f"these files would take the notebook's files to {total} bytes, over their limit "
                                f"of {self.limits.total_bytes} bytes; delete a file first", self.limits.total_bytes)
         if self.describer is not None:
-            try:
-                infos = await self.describer(infos, [data for _, data in uploads])
-            except Unreadable as exc:
-                raise InvalidValue(f"files[{exc.index}]", str(exc)) from None
+            infos = await self.describer(infos, [data for _, data in uploads])  # InvalidValue naming files[i]
         for (name, data), info in zip(uploads, infos, strict=True):
             await self.store.put_notebook_file(session_id, name, data, info.to_dict(),
                                                max_total=self.limits.total_bytes)

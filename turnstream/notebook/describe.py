@@ -19,7 +19,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import KernelError
+from ..errors import InvalidValue, KernelError
 from .config import KernelLimits, SandboxConfig
 from .files import FileInfo, load_expr
 from .kernel import Kernel
@@ -30,12 +30,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Unreadable(ValueError):
-    """File ``index`` of an upload does not read as its format (the message names it)."""
-
-    def __init__(self, index: int, message: str) -> None:
-        super().__init__(message)
-        self.index = index
 
 WHAT = {"csv": "CSV", "tsv": "TSV (tab-separated)", "json": "a JSON table", "parquet": "a Parquet file",
         "xlsx": "an Excel workbook"}
@@ -83,7 +77,7 @@ def _refusal(info: FileInfo, outputs: list[Any], limits: KernelLimits) -> str:
 
 async def describe(infos: Sequence[FileInfo], data: Sequence[bytes], limits: KernelLimits,
                    sandbox: SandboxConfig, pool: KernelPool | None = None) -> list[FileInfo]:
-    """``infos`` with their shapes, read in one sandboxed process; ``Unreadable`` (naming the
+    """``infos`` with their shapes, read in one sandboxed process; ``InvalidValue`` (naming the
     file) for the first that does not read as its format. Undescribed when no process starts."""
     kernel = Kernel(limits, sandbox=sandbox, pool=pool)
     out: list[FileInfo] = []
@@ -98,11 +92,11 @@ async def describe(infos: Sequence[FileInfo], data: Sequence[bytes], limits: Ker
                 out.append(info)
                 continue
             if result.status != "success":
-                raise Unreadable(i, _refusal(info, list(result.outputs), limits))
+                raise InvalidValue(f"files[{i}]", _refusal(info, list(result.outputs), limits))
             try:
                 rows, columns, numeric = _shape(info, list(result.outputs))
             except ValueError as exc:
-                raise Unreadable(i, str(exc)) from None
+                raise InvalidValue(f"files[{i}]", str(exc)) from None
             out.append(info.described(rows, columns, numeric))
     finally:
         await kernel.aclose()
@@ -111,4 +105,4 @@ async def describe(infos: Sequence[FileInfo], data: Sequence[bytes], limits: Ker
     return out
 
 
-__all__ = ["Unreadable", "describe", "describe_code"]
+__all__ = ["describe", "describe_code"]

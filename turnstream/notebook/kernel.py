@@ -19,6 +19,10 @@ with the kernel restarted.
 A ``KernelPool`` (the manager's) may stop an idle kernel from another thread: it takes the
 channel away under ``_state_lock`` and only while nothing uses the kernel.
 
+Why one module of this size: the channel, its locks and the life of the child (start, run,
+interrupt, kill, restart) are one state machine; split, each part would reach into the others'
+locks.
+
 An unsandboxed kernel with no ``cwd`` of its own gets a private temporary working directory,
 removed with the child, as a sandboxed one gets its tmpfs: the data files of the notebook are
 written there.

@@ -321,9 +321,12 @@ class SQLiteStore:
     def _commit_group(self) -> None:
         group, self._group = self._group, []
         conn = self._conn
-        if len(group) == 1 or conn is None or self._queued:
-            for fn, fut in group:  # alone, or the fast path is closed: each as ``_run`` does it
+        if conn is None or self._queued:
+            for fn, fut in group:  # the fast path is closed: each as ``_run`` does it
                 self._settle(fut, asyncio.ensure_future(self._run(fn)))
+            return
+        if len(group) == 1:  # alone: its own transaction, without a savepoint
+            self._commit_one(conn, *group[0])
             return
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -352,6 +355,28 @@ class SQLiteStore:
                     fut.set_result(value)
                 else:
                     fut.set_exception(err)
+
+    def _commit_one(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], Any],
+                    fut: asyncio.Future[Any]) -> None:
+        """One write of a group of one, inline as ``_run``'s fast path runs it."""
+        try:
+            value = fn(conn)
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):  # taken by another process meanwhile: the slow path
+                self._settle(fut, asyncio.ensure_future(self._run(fn)))
+            elif not fut.done():
+                fut.set_exception(StoreError(f"the SQLite database failed: {exc}"))
+            return
+        except sqlite3.Error as exc:
+            if not fut.done():
+                fut.set_exception(StoreError(f"the SQLite database failed: {exc}"))
+            return
+        except Exception as exc:  # the store's refusals
+            if not fut.done():
+                fut.set_exception(exc)
+            return
+        if not fut.done():
+            fut.set_result(value)
 
     @staticmethod
     def _settle(fut: asyncio.Future[Any], task: asyncio.Future[Any]) -> None:
