@@ -6,7 +6,8 @@
    then per 3-step conversation beside the floor and the peer frameworks, through
    the shared harness (``../shared/bench``), in a separate virtualenv (``.venv-bench``)
    holding the peers' pinned versions and this checkout;
-4. the server under N concurrent turns (``bench/server_bench.py``), when present;
+4. the server under N concurrent turns (``bench/server_bench.py``), when present, then its CPU per
+   turn beside the relay floor (``--floor``: ``bench/relay_floor.py``, interleaved);
 5. 1, 2 and 3 nodes behind HAProxy (``bench/cluster_bench.py``; root, for its network namespaces).
 
 ``--quick`` runs each part small. Results go to ``bench/results/``.
@@ -98,6 +99,9 @@ def main() -> int:
     if (REPO / "bench" / "server_bench.py").exists():
         step("server: concurrent turns")
         failed |= run([py, str(REPO / "bench" / "server_bench.py")] + (["--quick"] if a.quick else []))
+        step("server: CPU per turn beside the relay floor (bench/relay_floor.py), interleaved")
+        failed |= run([py, str(REPO / "bench" / "server_bench.py"), "--floor"]
+                      + (["--quick"] if a.quick else ["--rounds", "3"]))
 
     if (REPO / "bench" / "cluster_bench.py").exists():
         step("cluster: 1, 2 and 3 nodes behind HAProxy, N = 300 and 1,000 (bench/cluster_bench.py)")
