@@ -945,6 +945,11 @@ class SQLiteStore:
 
     async def take_queued(self, session_id: str) -> list[QueuedMessage]:
         def op(c: sqlite3.Connection) -> list[Any]:
+            # Asked at every step boundary and mostly empty: a read says so without a write
+            # transaction (a message queued just after it is taken at the next boundary).
+            if c.execute("SELECT 1 FROM queued_messages WHERE session_id = ? LIMIT 1",
+                         (session_id,)).fetchone() is None:
+                return []
             with _write(c):
                 return c.execute("DELETE FROM queued_messages WHERE session_id = ?"
                                  " RETURNING id, text, attachments, created_at", (session_id,)).fetchall()
