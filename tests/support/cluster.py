@@ -603,7 +603,10 @@ def _up(nodes: int, port: int, model: str | None) -> int:
           file=sys.stderr)
     cluster.up()
     lay = cluster.layout
-    print(f"turnstream cluster: {lay.lb_url}/#key={cluster.key}")
+    if sys.stdout.isatty():  # as turnstream serve does: the key never goes to a file or a pipe
+        print(f"turnstream cluster: {lay.lb_url}/#key={cluster.key}")
+    else:
+        print(f"turnstream cluster: {lay.lb_url}/ (its login key is in {lay.root / 'login.key'})")
     for i in range(1, nodes + 1):
         print(f"  node{i}: {lay.node_ip(i)}:{NODE_PORT} in netns {lay.netns(i)}, alone at {lay.node_url(i)}, "
               f"log {lay.root / f'node{i}' / 'server.log'}")
