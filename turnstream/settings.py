@@ -196,6 +196,9 @@ SETTINGS: tuple[Setting, ...] = (
             "@tool functions", str, "--tools"),
     Setting("mcp_config", "TURNSTREAM_MCP_CONFIG", "MCP servers whose tools join every session (serve) or the "
             "chat: a JSON file in the mcpServers format (docs/mcp.md)", _path, "--mcp-config", ("serve", "chat")),
+    Setting("mcp_sampling", "TURNSTREAM_MCP_SAMPLING", "when an MCP server asks the model (sampling): ask "
+            "(the user approves each request), allow or deny (docs/mcp.md)", _choice("ask", "allow", "deny"), None,
+            ("serve", "chat")),
     Setting("agents", "TURNSTREAM_AGENTS", "a JSON file of agents (docs/agents.md) that sessions created without "
             "their own agents get", _path, "--agents"),
     Setting("host", "TURNSTREAM_HOST", "the address to listen on", str, "--host"),
@@ -291,6 +294,8 @@ class Settings:
     """The configured model ("" when none: see ``default_model``)."""
     tools: str = ""
     mcp_config: Path | None = None
+    mcp_sampling: str = "ask"
+    """What an MCP server's ``sampling/createMessage`` gets: ask, allow or deny."""
     agents: Path | None = None
     """The agents file: what a session created without agents gets (docs/agents.md)."""
     title_model: str = ""

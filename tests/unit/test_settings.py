@@ -37,7 +37,7 @@ def test_every_variable_is_read() -> None:
            "TURNSTREAM_KERNEL_IDLE_TIMEOUT": "off", "TURNSTREAM_KERNEL_MEMORY_MB": "1024",
            "TURNSTREAM_TOOLS": "my.tools:TOOLS", "TURNSTREAM_TITLE_MODEL": "openai:small",
            "TURNSTREAM_NOTEBOOK_FILE_MB": "8", "TURNSTREAM_NOTEBOOK_FILES_MB": "64",
-           "TURNSTREAM_MCP_CONFIG": "/etc/mcp.json",
+           "TURNSTREAM_MCP_CONFIG": "/etc/mcp.json", "TURNSTREAM_MCP_SAMPLING": "deny",
            "TURNSTREAM_ATTACHMENT_MB": "0.5", "TURNSTREAM_MAX_ATTACHMENTS": "3",
            "TURNSTREAM_QUEUED_MESSAGES": "next_turn", "TURNSTREAM_AGENTS": "/etc/agents.json",
            "TURNSTREAM_AUDIT_REDACT": '["acct-[0-9]{8}", "pw=\\\\S+"]',
@@ -51,7 +51,7 @@ def test_every_variable_is_read() -> None:
     assert (s.attachment_mb, s.max_attachments, s.queued_messages) == (0.5, 3, "next_turn")
     assert s.db.kind == "memory" and s.model == "openai:x" and s.host == "0.0.0.0" and s.port == 9000
     assert s.allowed_origins == ("http://a.example", "http://b.example")
-    assert s.mcp_config == Path("/etc/mcp.json")
+    assert s.mcp_config == Path("/etc/mcp.json") and s.mcp_sampling == "deny"
     assert (s.ping_interval, s.admit_max_lag, s.admit_wait, s.header_timeout) == (0.5, 0.025, 3.0, 2.5)
     assert (s.log_level, s.log_format, s.access_log, s.gc, s.loop) == ("debug", "text", "on", "default", "asyncio")
     assert s.key_file == Path("/tmp/k.key") and s.home == Path("/tmp/h") and s.root == Path("/srv")
@@ -77,7 +77,7 @@ def test_every_variable_is_read() -> None:
                                             ("TURNSTREAM_AUDIT_REDACT", '["acct-[0-9"]'),
                                             ("TURNSTREAM_BUDGET_TURN_USD", "lots"),
                                             ("TURNSTREAM_BUDGET_TURN_USD", "0.0000000001"),
-                                            ("TURNSTREAM_BUDGET_WARN_AT", "1.5")])
+                                            ("TURNSTREAM_BUDGET_WARN_AT", "1.5"), ("TURNSTREAM_MCP_SAMPLING", "maybe")])
 def test_a_value_that_cannot_be_read_names_its_variable(var: str, value: str) -> None:
     with pytest.raises(UsageError, match=var):
         Settings.from_env({var: value})
