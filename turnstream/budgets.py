@@ -85,6 +85,9 @@ class Meter:
         """The size of the session's earlier turns, read once for an estimate."""
         self.estimated = False
         """Some step of this turn was charged an estimate (its usage was unknown)."""
+        self.sub_cost = 0
+        """What this runner's sub-steps cost (model calls tools asked for: ``sub_step``)."""
+        self._subs = 0
 
     def use(self, origin: str, prices: Mapping[str, Price] = PRICES) -> None:
         """Price the next steps at this model's price (another agent of a team speaks)."""
@@ -109,14 +112,32 @@ class Meter:
         """Emit the step's ``usage`` event; when ceilings are set, charge the step, warn at
         the warning fraction, and return the first scope whose ceiling is reached (None if none)."""
         step_cost = self.step_cost(usage)
-        turn_cost = sum(self.step_cost(u) for u in rec.step_usage)  # step_usage holds this step already
+        turn_cost = sum(self.step_cost(u) for u in rec.step_usage) + self.sub_cost  # this step included
         await rec.emit(StepUsage(step=step, usage=usage, cost_nano_usd=step_cost, turn_cost_nano_usd=turn_cost))
         return await self.charge(rec, step, usage)
 
-    async def charge(self, rec: TurnRecorder, step: int, usage: Usage) -> BudgetReached | None:
+    async def sub_step(self, rec: TurnRecorder, step: int, usage: Usage, tool_use_id: str,
+                       estimate: Usage) -> BudgetReached | None:
+        """A model call the running tool ``tool_use_id`` asked for during ``step`` (an MCP
+        server's sampling request): its ``usage`` event (a sub-step: ``tool_use_id`` set, the
+        turn's cost counting it), and the same charge as a step's, under a key of its own
+        (``-(step * 1000 + n)`` for the runner's n-th one, so it never meets a step's).
+        ``estimate`` is charged when the server sent no counts. A ceiling it reaches stops the
+        turn at its next step, as a step's would; the reached scope is returned for the log."""
+        cost_ = self.step_cost(usage)
+        self.sub_cost += cost_
+        self._subs += 1
+        turn_cost = sum(self.step_cost(u) for u in rec.step_usage) + self.sub_cost
+        await rec.emit(StepUsage(step=step, usage=usage, cost_nano_usd=cost_, turn_cost_nano_usd=turn_cost,
+                                 tool_use_id=tool_use_id))
+        return await self.charge(rec, step, estimate if usage.unknown else usage, as_key=-(step * 1000 + self._subs))
+
+    async def charge(self, rec: TurnRecorder, step: int, usage: Usage, *, as_key: int | None = None
+                     ) -> BudgetReached | None:
         """``after_step`` without the event: when ceilings are set, charge the step (once per
-        step, whoever asks), warn, and return the first scope whose ceiling is reached. A turn
-        taken over after its step's ``usage`` event was stored calls this alone."""
+        step, whoever asks: ``as_key``, the step unless given), warn, and return the first scope
+        whose ceiling is reached. A turn taken over after its step's ``usage`` event was stored
+        calls this alone."""
         step_cost = self.step_cost(usage)
         if not self.budgets.active:
             return None
@@ -125,7 +146,8 @@ class Meter:
             step_cost = self.step_cost(usage)
         step_tokens = tokens(usage, self.provider)
         scopes = await self._scopes(rec)
-        totals = await self.store.charge_step(rec.turn_id, step, list(scopes.values()), step_tokens, step_cost)
+        totals = await self.store.charge_step(rec.turn_id, step if as_key is None else as_key, list(scopes.values()),
+                                              step_tokens, step_cost)
         if totals is None:  # charged before (a turn taken over): look, do not add
             totals = await self.store.budget_spend(list(scopes.values()))
             step_tokens = step_cost = 0

@@ -369,23 +369,31 @@ class StepRestart(_Event):
 @dataclass(slots=True)
 class StepUsage(_Event):
     """A step ended: its tokens (cache reads and writes included) and its cost, and the
-    turn's cost so far. Costs are in nano-dollars, 0 for a model without a price."""
+    turn's cost so far. Costs are in nano-dollars, 0 for a model without a price.
+
+    With ``tool_use_id`` set it is a sub-step of ``step``: a model call that call's tool asked
+    for while it ran (an MCP server's sampling request), metered like a step."""
 
     name: ClassVar[str] = "usage"
     step: int = 0
     usage: Usage = field(default_factory=Usage)
     cost_nano_usd: int = 0
     turn_cost_nano_usd: int = 0
+    tool_use_id: str | None = None
 
     def data(self) -> dict[str, Any]:
-        return {"step": self.step, "usage": self.usage.model_dump(), "cost_nano_usd": self.cost_nano_usd,
-                "turn_cost_nano_usd": self.turn_cost_nano_usd}
+        out = {"step": self.step, "usage": self.usage.model_dump(), "cost_nano_usd": self.cost_nano_usd,
+               "turn_cost_nano_usd": self.turn_cost_nano_usd}
+        if self.tool_use_id is not None:
+            out["tool_use_id"] = self.tool_use_id
+        return out
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> StepUsage:
+        call = data.get("tool_use_id")
         return cls(step=_int(data["step"]), usage=Usage.model_validate(data["usage"]),
                    cost_nano_usd=_int(data["cost_nano_usd"]), turn_cost_nano_usd=_int(data["turn_cost_nano_usd"]),
-                   turn_id=turn_id, n=n)
+                   tool_use_id=None if call is None else _str(call), turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)

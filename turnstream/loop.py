@@ -86,6 +86,7 @@ from .output import (
 from .pricing import PRICES, Price
 from .providers.base import Message, ModelRequest, Provider, ProviderEvent, ToolSpec
 from .retry import stream_with_retries
+from .sampling import TurnSampler
 from .store.protocol import Store, StoredEvent, ToolCallRecord, ToolCallStart
 from .telemetry import telemetry_from_env
 from .tools.executor import Approver, Outcome, ToolExecutor, idempotency_key
@@ -408,7 +409,9 @@ class TurnRunner:
         executor = self._executor = ToolExecutor(
             self._tools, max_result_chars=self.config.limits.max_result_chars, approver=self.config.approver,
             deps=self.config.deps, on_start=self._record_start, on_end=self._record_end,
-            telemetry=self.config.telemetry, on_progress=self._progress)
+            telemetry=self.config.telemetry, on_progress=self._progress,
+            sampler=TurnSampler(self._meter, lambda: self._speaking.provider, lambda: self._r, lambda: self._step,
+                                max_tokens=self.config.limits.max_tokens, retry=self.config.limits.retry))
         try:
             await self._list_toolsets()
             loaded = await prelude(executor)

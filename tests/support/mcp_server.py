@@ -12,7 +12,8 @@ got on stderr); ``signup`` (asks for a form of a string, an integer, a boolean a
 ``count`` (reports its progress, ``notifications/progress``, for each step it counts);
 ``trace`` (the ``traceparent`` the request carried, as an HTTP header and in ``_meta``);
 ``grow`` (adds the tool ``extra`` and announces the change); ``pid`` (this process's id, to
-tell a restarted server).
+tell a restarted server); ``haiku`` (asks the client's model for a haiku mid-call: sampling,
+``sampling/createMessage``, and says on stderr what it got).
 """
 
 from __future__ import annotations
@@ -21,12 +22,22 @@ import base64
 import json
 import os
 import sys
+import warnings
 from typing import Annotated, Literal
 
 import anyio
+from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, Resolve
-from mcp.types import AudioContent, BlobResourceContents, EmbeddedResource, ImageContent, ResourceLink, TextContent
+from mcp.types import (
+    AudioContent,
+    BlobResourceContents,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    SamplingMessage,
+    TextContent,
+)
 from pydantic import BaseModel, Field
 
 from tests.support.media import PDF, PNG
@@ -162,6 +173,22 @@ async def grow(ctx: Context) -> str:
     server.add_tool(extra)
     await ctx.notify_tools_changed()
     return "grown"
+
+
+@server.tool()
+async def haiku(ctx: Context, topic: str = "the sea") -> str:
+    """Asks the client's model for a haiku about ``topic`` (a sampling request mid-call)."""
+    ask = SamplingMessage(role="user", content=TextContent(type="text", text=f"Write a haiku about {topic}."))
+    try:
+        with warnings.catch_warnings():  # sampling is deprecated as of 2026-07-28; this server tests it
+            warnings.simplefilter("ignore")
+            result = await ctx.session.create_message([ask], max_tokens=60, system_prompt="You are a poet.")
+    except MCPError as exc:
+        print(f"haiku: refused ({exc.error.code}: {exc.error.message})", file=sys.stderr, flush=True)
+        return f"No haiku: {exc.error.message}"
+    text = result.content.text if isinstance(result.content, TextContent) else str(result.content)
+    print(f"haiku: {result.model} {result.stop_reason}", file=sys.stderr, flush=True)
+    return f"{result.model} wrote: {text}"
 
 
 @server.tool()

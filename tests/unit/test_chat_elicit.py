@@ -49,3 +49,13 @@ async def test_too_few_choices_are_asked_again_and_an_optional_one_may_be_left_o
     assert orjson.loads(str(answer["content"])) == {"pick": ["x", "z"]}
     assert "at least 2 of x, y, z" in shown and "at most 2 of x, y, z" in shown
     assert "several, with commas, at least 2" in prompts[0]
+
+
+async def test_a_question_without_fields_is_accepted_only_by_a_yes() -> None:
+    empty = {"type": "object", "properties": {}}
+    for lines, expected in ((["y"], {"content": "{}"}), (["yes"], {"content": "{}"}), ([""], {"approved": False}),
+                            (["n"], {"approved": False}), ([], {"approved": False})):
+        answer, prompts, shown = await _answer(lines, empty)
+        assert answer == expected, lines
+        assert len(prompts) == 1 and "accept?" in prompts[0]
+        assert ("✓ accepted" if "content" in expected else "✗ declined") in shown

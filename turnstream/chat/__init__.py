@@ -52,7 +52,8 @@ def _mcp_servers(settings: Settings, log: Path) -> list[Toolset]:
     from ..tools.loading import load_mcp_servers
 
     log.parent.mkdir(parents=True, exist_ok=True)
-    return load_mcp_servers(settings.mcp_config, stderr=log.open("a", encoding="utf-8"))
+    return load_mcp_servers(settings.mcp_config, stderr=log.open("a", encoding="utf-8"),
+                            sampling=settings.mcp_sampling)
 
 
 __all__ = ["main", "run_chat"]

@@ -3,7 +3,9 @@ prompt per field of the requested schema (string, number, integer, boolean, a ch
 choices), checked as typed; an empty line leaves an optional field out. Several choices (an
 ``array`` whose items are an ``enum``, or ``anyOf`` constants) are given as their numbers or
 names separated by commas (``1, 3``), and go as an array, held to ``minItems`` and ``maxItems``.
-``/decline`` at any prompt or Ctrl-D declines (Ctrl-C cancels the turn, as anywhere in a turn)."""
+``/decline`` at any prompt or Ctrl-D declines (Ctrl-C cancels the turn, as anywhere in a turn).
+A question without fields (an MCP server asking to use the model, under
+``TURNSTREAM_MCP_SAMPLING=ask``) is one yes-or-no prompt: only a yes accepts."""
 
 from __future__ import annotations
 
@@ -129,8 +131,16 @@ async def ask_elicitation(ask: Callable[[str], Awaitable[str | None]], console: 
     console.print(f"[bold yellow]❓ {escape(tool_name)} asks:[/] {escape(str(elicitation.get('message') or ''))}",
                   highlight=False)
     console.print(f"[dim](answer each field; {DECLINE} declines)[/]", highlight=False)
+    fields = schema.get("properties") or {}
+    if not fields:
+        line = await ask("[bold yellow]  accept?[/] [dim](y/n)[/] ")
+        if line is None or line.strip().lower() not in YES:
+            console.print("[red]✗ declined[/]", highlight=False)
+            return {"approved": False}
+        console.print("[green]✓ accepted[/]", highlight=False)
+        return {"content": "{}"}
     content: dict[str, Any] = {}
-    for key, prop in (schema.get("properties") or {}).items():
+    for key, prop in fields.items():
         value = await _ask_field(ask, console, key, prop if isinstance(prop, dict) else {}, key in required)
         if value is _DECLINED:
             console.print("[red]✗ declined[/]", highlight=False)

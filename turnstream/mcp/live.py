@@ -13,6 +13,12 @@ its next question. A call not answered within ``HOLD_LIMIT`` seconds, or gone wi
 process that held it (a restart), cannot be continued: ``answer`` returns None and the
 toolset says so in the call's result.
 
+A server's request for the model (``sampling/createMessage``, ``sampling.py``) arrives the
+same way, and goes to the running call the same way: under ``ask`` it is first a question of
+its own (accept or decline), and then, or at once under ``allow``, the model the call's turn
+speaks with answers it (the ``ToolContext.sampler`` of the run that holds the call now: the
+one that handed in the user's answer, after a pause).
+
 The SDK does not say which call a question came from, so a question is given to the one
 call of the connection that is running without an open question; with several running it
 cannot be placed, and is declined (logged).
@@ -30,7 +36,9 @@ from typing import Any
 import mcp_types as mt
 from mcp.client.session import ClientRequestContext
 
-from ..errors import InputNeeded
+from ..errors import InputNeeded, ProviderError
+from ..tools.tool import ToolContext
+from .sampling import SamplingMode, SamplingRefused, question, refusal, result_of, turns_of
 
 log = logging.getLogger("turnstream.mcp")
 
@@ -52,18 +60,21 @@ class LiveCall:
     reply: asyncio.Future[mt.ElicitResult] | None = None
     """Set while the server waits for the answer to ``question``."""
     expiry: asyncio.TimerHandle | None = None
+    ctx: ToolContext | None = None
+    """The context of the run that holds the call now (its turn's model answers sampling)."""
 
 
 class LiveCalls:
     """The calls of one toolset that may ask mid-call, by key (the key is the ``live`` of
     the question's ``state``)."""
 
-    def __init__(self, server: str) -> None:
+    def __init__(self, server: str, sampling: SamplingMode = "ask") -> None:
         self.server = server
+        self.sampling: SamplingMode = sampling
         self._calls: dict[str, LiveCall] = {}
 
-    def start(self, send: Coroutine[Any, Any, CallResult]) -> LiveCall:
-        call = LiveCall(uuid.uuid4().hex, asyncio.create_task(send, name=f"mcp:{self.server}:call"))
+    def start(self, send: Coroutine[Any, Any, CallResult], ctx: ToolContext | None = None) -> LiveCall:
+        call = LiveCall(uuid.uuid4().hex, asyncio.create_task(send, name=f"mcp:{self.server}:call"), ctx=ctx)
         call.task.add_done_callback(_settled)
         self._calls[call.key] = call
         return call
@@ -89,12 +100,15 @@ class LiveCalls:
         state = {"server": self.server, "live": call.key, "protocol": protocol}
         raise InputNeeded(question.message, dict(question.requested_schema), state)
 
-    def answer(self, key: Any, reply: mt.ElicitResult) -> LiveCall | None:
-        """Hand ``reply`` to the question of the call ``key``; None when that call is not
-        held here (a restart, or it waited longer than ``HOLD_LIMIT``)."""
+    def answer(self, key: Any, reply: mt.ElicitResult, ctx: ToolContext | None = None) -> LiveCall | None:
+        """Hand ``reply`` to the question of the call ``key`` (``ctx``: the run that follows
+        it from now on); None when that call is not held here (a restart, or it waited longer
+        than ``HOLD_LIMIT``)."""
         call = self._calls.get(key) if isinstance(key, str) else None
         if call is None or call.reply is None:
             return None
+        if ctx is not None:
+            call.ctx = ctx
         if call.expiry is not None:
             call.expiry.cancel()
         waiting, call.reply, call.question = call.reply, None, None
@@ -109,12 +123,51 @@ class LiveCalls:
             log.warning("MCP server %s asked the user to open a URL (URL elicitation); declined: "
                         "turnstream answers form questions", self.server)
             return mt.ElicitResult(action="decline")
+        call = self._asking("a question")
+        if call is None:
+            return mt.ElicitResult(action="decline")
+        return await self._ask(call, params)
+
+    async def on_sample(self, context: ClientRequestContext, params: mt.CreateMessageRequestParams
+                        ) -> mt.CreateMessageResult | mt.ErrorData:
+        """The client's ``sampling_callback``: the model of the turn whose call the request
+        came from answers it, after the user approved it (``ask``); an error under ``deny``,
+        or when the request cannot be placed or passed on."""
+        if self.sampling == "deny":
+            return refusal("sampling is turned off in this turnstream (TURNSTREAM_MCP_SAMPLING=deny)")
+        call = self._asking("to use the model")
+        if call is None:
+            return refusal("the request could not be matched to one running call of this server")
+        try:
+            turns = turns_of(params)
+        except SamplingRefused as exc:
+            return refusal(str(exc), mt.INVALID_PARAMS)
+        if self.sampling == "ask":
+            reply = await self._ask(call, question(self.server, params, turns))
+            if reply.action != "accept":
+                return refusal(f"the user declined the request to use the model ({reply.action})")
+        ctx = call.ctx
+        if ctx is None or ctx.sampler is None:
+            return refusal("no model to ask: the call does not run in a turn")
+        try:
+            sampled = await ctx.sampler.complete(ctx.tool_use_id, turns, system=params.system_prompt,
+                                                 max_tokens=params.max_tokens)
+        except ProviderError as exc:
+            log.warning("MCP server %s: its sampling request failed: %s: %s", self.server, type(exc).__name__, exc)
+            return refusal(f"the model could not answer: {type(exc).__name__}: {exc}", mt.INTERNAL_ERROR)
+        return result_of(sampled)
+
+    def _asking(self, what: str) -> LiveCall | None:
+        """The one running call without an open question, which a request must come from."""
         running = [c for c in self._calls.values() if c.reply is None and not c.task.done()]
         if len(running) != 1:
-            log.warning("MCP server %s asked a question while %d of its calls ran; declined (the "
-                        "question does not say which call it is from)", self.server, len(running))
-            return mt.ElicitResult(action="decline")
-        call = running[0]
+            log.warning("MCP server %s asked %s while %d of its calls ran; declined (the request does "
+                        "not say which call it is from)", self.server, what, len(running))
+            return None
+        return running[0]
+
+    async def _ask(self, call: LiveCall, params: mt.ElicitRequestFormParams) -> mt.ElicitResult:
+        """Put ``params`` to the user as ``call``'s question, and wait for the answer."""
         waiting: asyncio.Future[mt.ElicitResult] = asyncio.get_running_loop().create_future()
         call.question, call.reply = params, waiting
         call.asked.set()

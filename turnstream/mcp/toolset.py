@@ -21,7 +21,9 @@ server that asks the user for input (an elicitation) pauses the turn (``InputNee
 the answer comes back through ``ToolContext.answer``. On 2026-07-28 connections the question
 is an ``InputRequiredResult`` and the call is sent again with the answer and the server's
 ``request_state``, so nothing is held open while the user thinks; on older ones it is a
-request in the middle of the call, which is held open in this process (``live.py``).
+request in the middle of the call, which is held open in this process (``live.py``). A
+server's request for the model (sampling, on those older connections) is answered by the
+turn's own model as ``sampling`` says: ask the user first, allow, or deny (``sampling.py``).
 
 Why one module of this size: the connection task, the call path and the tool-list cache share
 one lifecycle (a server that dies ends all three at once, and the next use starts them again).
@@ -57,6 +59,7 @@ from .config import ServerConfig
 from .content import result_content
 from .live import HOLD_LIMIT, CallResult, LiveCalls
 from .names import server_name_problem, tool_name
+from .sampling import SamplingMode
 
 log = logging.getLogger("turnstream.mcp")
 
@@ -77,7 +80,7 @@ class MCPToolset:
                  env: Mapping[str, str] | None = None, cwd: str | None = None, url: str | None = None,
                  headers: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT,
                  requires_approval: bool = False, tools: Collection[str] | None = None,
-                 stderr: TextIO | None = None) -> None:
+                 stderr: TextIO | None = None, sampling: SamplingMode = "ask") -> None:
         problem = server_name_problem(name)
         if problem is not None:
             raise UsageError(problem)
@@ -100,8 +103,8 @@ class MCPToolset:
         self._lock: asyncio.Lock | None = None
         self._ending: set[asyncio.Task[None]] = set()
         """Connections let go of (their server stopped), until their tasks end."""
-        self._live = LiveCalls(name)
-        """Calls on pre-2026-07-28 connections, which may ask a question mid-call."""
+        self._live = LiveCalls(name, sampling)
+        """Calls on pre-2026-07-28 connections, which may ask a question (or the model) mid-call."""
         self.on_status: Callable[[ServerStatus], None] | None = None
         """Told when the server's state changes: up, retrying, stopped."""
         self._failures = 0
@@ -112,24 +115,26 @@ class MCPToolset:
     @classmethod
     def stdio(cls, name: str, command: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
               cwd: str | None = None, timeout: float = DEFAULT_TIMEOUT, requires_approval: bool = False,
-              tools: Collection[str] | None = None, stderr: TextIO | None = None) -> MCPToolset:
+              tools: Collection[str] | None = None, stderr: TextIO | None = None,
+              sampling: SamplingMode = "ask") -> MCPToolset:
         """A server this process starts (``command args``) and talks to over its stdin and stdout."""
         return cls(name, command=command, args=args, env=env, cwd=cwd, timeout=timeout,
-                   requires_approval=requires_approval, tools=tools, stderr=stderr)
+                   requires_approval=requires_approval, tools=tools, stderr=stderr, sampling=sampling)
 
     @classmethod
     def http(cls, name: str, url: str, *, headers: Mapping[str, str] | None = None,
              timeout: float = DEFAULT_TIMEOUT, requires_approval: bool = False,
-             tools: Collection[str] | None = None) -> MCPToolset:
+             tools: Collection[str] | None = None, sampling: SamplingMode = "ask") -> MCPToolset:
         """A server reached over streamable HTTP at ``url``, sending ``headers`` with each request."""
         return cls(name, url=url, headers=headers, timeout=timeout, requires_approval=requires_approval,
-                   tools=tools)
+                   tools=tools, sampling=sampling)
 
     @classmethod
-    def from_config(cls, name: str, entry: ServerConfig, *, stderr: TextIO | None = None) -> MCPToolset:
+    def from_config(cls, name: str, entry: ServerConfig, *, stderr: TextIO | None = None,
+                    sampling: SamplingMode = "ask") -> MCPToolset:
         return cls(name, command=entry.command, args=entry.args, env=entry.env, cwd=entry.cwd, url=entry.url,
                    headers=entry.headers, timeout=entry.timeout, requires_approval=entry.requires_approval,
-                   tools=entry.tools, stderr=stderr)
+                   tools=entry.tools, stderr=stderr, sampling=sampling)
 
     def __repr__(self) -> str:  # no headers or env: they may hold secrets
         where = self.url if self.url is not None else self.command
@@ -273,7 +278,7 @@ class MCPToolset:
         try:
             if "live" in state:
                 assert ctx.answer is not None
-                result = await self._answer_live(state, _reply(ctx.answer))
+                result = await self._answer_live(state, _reply(ctx.answer), ctx)
             else:
                 client = await self._connected()
                 result = await self._send(client, remote, args, state, ctx)
@@ -313,12 +318,12 @@ class MCPToolset:
                 extra = {"input_responses": {state["key"]: _reply(ctx.answer)},
                          "request_state": state.get("request_state")}
             return await self._mcp_call(client, remote, args, extra, ctx)
-        call = self._live.start(self._mcp_call(client, remote, args, {}, ctx))
+        call = self._live.start(self._mcp_call(client, remote, args, {}, ctx), ctx)
         return await self._live.follow(call, protocol)
 
-    async def _answer_live(self, state: dict[str, Any], reply: mt.ElicitResult) -> CallResult:
-        """Hand the answer to a question asked mid-call, and follow the call on."""
-        call = self._live.answer(state.get("live"), reply)
+    async def _answer_live(self, state: dict[str, Any], reply: mt.ElicitResult, ctx: ToolContext) -> CallResult:
+        """Hand the answer to a question asked mid-call, and follow the call on (in ``ctx``'s run)."""
+        call = self._live.answer(state.get("live"), reply, ctx)
         if call is None:
             raise MCPServerError(
                 f"the MCP server {self.name!r} asked its question in the middle of the call (protocol "
@@ -431,7 +436,7 @@ class MCPToolset:
         try:
             async with AsyncExitStack() as stack:
                 client = Client(self._transport(stack), cache=None, elicitation_callback=self._live.on_elicit,
-                                message_handler=self._on_message)
+                                sampling_callback=self._live.on_sample, message_handler=self._on_message)
                 await stack.enter_async_context(client)
                 ready.set_result(client)
                 async with anyio.create_task_group() as tg:
@@ -502,12 +507,15 @@ def _first(exc: BaseException) -> BaseException:
     return exc
 
 
-def toolsets_from_config(path: str, *, stderr: TextIO | None = None) -> list[MCPToolset]:
-    """One ``MCPToolset`` per server of the ``--mcp-config`` file at ``path``."""
+def toolsets_from_config(path: str, *, stderr: TextIO | None = None,
+                         sampling: SamplingMode = "ask") -> list[MCPToolset]:
+    """One ``MCPToolset`` per server of the ``--mcp-config`` file at ``path``, each answering
+    sampling requests as ``sampling`` says."""
     from .config import load_mcp_config
 
     config = load_mcp_config(path)
-    return [MCPToolset.from_config(name, entry, stderr=stderr) for name, entry in config.mcpServers.items()]
+    return [MCPToolset.from_config(name, entry, stderr=stderr, sampling=sampling)
+            for name, entry in config.mcpServers.items()]
 
 
 __all__ = ["MCPServerError", "MCPToolError", "MCPToolset", "toolsets_from_config"]

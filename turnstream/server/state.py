@@ -86,7 +86,7 @@ class AppState:
 
             self.extra_tools = load_tools(self.settings.tools)
         if self.settings.mcp_config is not None and not self.mcp_servers:
-            self.mcp_servers = load_mcp_servers(self.settings.mcp_config)
+            self.mcp_servers = load_mcp_servers(self.settings.mcp_config, sampling=self.settings.mcp_sampling)
         if self.settings.agents is not None and self.default_agents is None:
             self.default_agents = load_agents_file(self.settings.agents)
             for a in self.default_agents:

@@ -27,6 +27,7 @@ from ..store.protocol import ToolDecision, ToolGrant
 from .tool import Tool, ToolContext
 
 if TYPE_CHECKING:
+    from ..sampling import TurnSampler
     from ..telemetry.otel import Telemetry
 
 log = logging.getLogger("turnstream.tools")
@@ -144,7 +145,8 @@ class ToolExecutor:
                  on_start: Callable[[Outcome], Awaitable[None]] | None = None,
                  on_end: Callable[[Outcome], Awaitable[None]] | None = None,
                  telemetry: Telemetry | None = None,
-                 on_progress: Callable[[ToolProgress], Coroutine[Any, Any, None]] | None = None) -> None:
+                 on_progress: Callable[[ToolProgress], Coroutine[Any, Any, None]] | None = None,
+                 sampler: TurnSampler | None = None) -> None:
         self.tools = tools
         self.max_result_chars = max_result_chars
         self.approver = approver
@@ -164,6 +166,8 @@ class ToolExecutor:
         self.on_progress = on_progress
         """Where a running call's ``ToolContext.progress`` goes, as a ``tool_progress`` event (the
         runner emits it); a call's progress is all handed on before its result."""
+        self.sampler = sampler
+        """The turn's model for what a running call asks it (``ToolContext.sampler``)."""
 
     def refusal(self, call: ToolUseBlock) -> str | None:
         """Why a call cannot run at all (before approval or execution), or None."""
@@ -255,7 +259,8 @@ class ToolExecutor:
             ctx = args[tool.context_param] = ToolContext(session_id, turn_id, o.call.tool_use_id, self.deps,
                                                          idempotency_key(turn_id, o.call.tool_use_id),
                                                          answer=o.answer, telemetry=self.telemetry,
-                                                         on_progress=reports.report if reports else None)
+                                                         on_progress=reports.report if reports else None,
+                                                         sampler=self.sampler)
         try:
             await self._run(o, tool, args, ctx)
         finally:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO, cast
 
 from ..errors import UsageError
 from .tool import Tool
@@ -33,13 +33,17 @@ def load_tools(path: str) -> list[Tool]:
     return list(tools)
 
 
-def load_mcp_servers(path: Path, stderr: TextIO | None = None) -> list[Toolset]:
-    """The MCP servers of an ``--mcp-config`` file; ``UsageError`` saying what is wrong."""
+def load_mcp_servers(path: Path, stderr: TextIO | None = None, sampling: str = "ask") -> list[Toolset]:
+    """The MCP servers of an ``--mcp-config`` file, answering sampling requests as ``sampling``
+    (``TURNSTREAM_MCP_SAMPLING``: ask, allow, deny) says; ``UsageError`` saying what is wrong."""
     try:
         from ..mcp import toolsets_from_config
     except ImportError as exc:
         raise UsageError(f"--mcp-config needs the MCP extra: pip install 'turnstream[mcp]' ({exc})") from None
-    return list(toolsets_from_config(str(path), stderr=stderr))
+    if sampling not in ("ask", "allow", "deny"):
+        raise UsageError(f"TURNSTREAM_MCP_SAMPLING must be ask, allow or deny, not {sampling!r}")
+    mode = cast('Literal["ask", "allow", "deny"]', sampling)
+    return list(toolsets_from_config(str(path), stderr=stderr, sampling=mode))
 
 
 __all__ = ["load_mcp_servers", "load_tools"]

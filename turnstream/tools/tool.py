@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from ..errors import ToolInputError, UsageError
 
 if TYPE_CHECKING:
+    from ..sampling import TurnSampler
     from ..telemetry.otel import Telemetry
 
 Executor = Literal["server", "client"]
@@ -48,6 +49,9 @@ class ToolContext:
     that calls another service opens a client span with it (``Telemetry.client_span``)."""
     on_progress: Callable[[float, float | None, str | None], None] | None = field(default=None, repr=False)
     """Where ``progress`` goes (the runner's ``tool_progress`` events); None when nobody listens."""
+    sampler: TurnSampler | None = field(default=None, repr=False)
+    """The turn's model, for a model call the tool asks for (an MCP server's sampling request),
+    metered as a sub-step of the turn; None outside a turn."""
 
     def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
         """Say how far the call got: ``done`` of ``total`` (None when unknown), and what it does

@@ -66,7 +66,8 @@ export function elicitationForm(toolName, elicitation, onAnswer) {
   const required = new Set(Array.isArray(schema.required) ? schema.required : []);
   const fields = Object.entries(schema.properties ?? {}).map(([key, prop]) =>
     field(key, prop ?? {}, required.has(key), `elicit-${formCount}`));
-  const submit = h("button", { type: "submit", class: "btn btn-approve", text: "Submit",
+  // no fields: a yes-or-no question (an MCP server asking to use the model)
+  const submit = h("button", { type: "submit", class: "btn btn-approve", text: fields.length ? "Submit" : "Allow",
     "aria-label": `Submit the answer to ${toolName}` });
   const decline = h("button", { type: "button", class: "btn btn-deny", text: "Decline",
     "aria-label": `Decline to answer ${toolName}` });
