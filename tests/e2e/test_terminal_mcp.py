@@ -160,3 +160,43 @@ def test_a_multi_select_question_is_asked_as_one_and_answered_with_an_array(
     finally:
         if child.isalive():
             child.terminate(force=True)
+
+
+HAIKU = {"fragment_size": 5,
+         "replies": [{"when": {"input": "haiku about (?P<topic>\\w+)"}, "steps": [
+             {"blocks": [{"type": "text", "text": "{{match.topic}} on the tin roof"}]}]}],
+         "steps": [{"blocks": [{"type": "tool_use", "name": "o__haiku", "input": {"topic": "rain"}}]},
+                   {"blocks": [{"type": "text", "text": "The poem: {{last}}"}]}]}
+
+
+def test_an_mcp_servers_sampling_request_is_approved_at_the_prompt_and_answered_by_the_chats_model(
+        tmp_path: Path, mock_provider: MockHandle) -> None:
+    """Issue 27, item 9: the server's haiku tool asks the client's model (sampling) mid-call;
+    under TURNSTREAM_MCP_SAMPLING=ask (the default) the chat asks y/n, then the chat's own
+    model writes the haiku in a request of its own (no tools, the server's system prompt)."""
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"o": {
+        "command": sys.executable, "args": ["-m", "tests.support.mcp_server", "stdio-2025"], "cwd": str(ROOT)}}}))
+    model = "anthropic:" + mock_provider.scenario("chat-haiku", HAIKU)
+    env = dict(os.environ, ANTHROPIC_BASE_URL=mock_provider.base_url, ANTHROPIC_API_KEY="test-key",
+               TURNSTREAM_HOME=str(tmp_path / "home"), TURNSTREAM_MCP_CONFIG=str(config), TERM="xterm",
+               COLUMNS="200")
+    child = pexpect.spawn(str(BIN), ["chat", "--model", model, "--root", str(tmp_path)],
+                          env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
+    try:
+        chat = Chat(child)
+        chat.say("a poem please")
+        chat.expect(r"o__haiku asks:.*'o' asks to use the model \(sampling, up to 60 tokens\)")
+        chat.expect(r"accept\?.*\(y/n\)")
+        child.sendline("y")
+        chat.expect("accepted")
+        chat.expect(r"o__haiku used the model: \d+ tokens in, \d+ out")
+        chat.expect(r"The poem: .* wrote: rain on the tin roof")
+        chat.say("bye")
+        assert chat.expect_exit() == 0
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+    sampled = [r for r in mock_provider.requests(model) if r.get("system") and "poet" in json.dumps(r["system"])]
+    assert len(sampled) == 1 and not sampled[0].get("tools")
+    assert "Write a haiku about rain." in json.dumps(sampled[0]["messages"])

@@ -177,6 +177,10 @@ class Renderer:
             self.waiting()
         elif isinstance(ev, StepUsage):
             self._cost = ev.turn_cost_nano_usd
+            if ev.tool_use_id is not None:  # a sub-step: a model call the tool asked for (MCP sampling)
+                name = self._names.get(ev.tool_use_id, "a tool")
+                self._line(f"[dim]↳ {escape(name)} used the model: {ev.usage.input_tokens:,} tokens in, "
+                           f"{ev.usage.output_tokens:,} out[/]")
         elif isinstance(ev, BudgetWarning):
             used = f"{ev.spent_tokens:,} of {ev.limit_tokens:,} tokens" if ev.limit_tokens is not None else (
                 f"{dollars(ev.spent_nano_usd)} of {dollars(ev.limit_nano_usd or 0)}")

@@ -82,6 +82,35 @@ test("an MCP server's question is a form: answered, then declined", async () => 
   }
 });
 
+test("an MCP server's request to use the model is allowed in a form without fields", async () => {
+  // Issue 27, item 9: sampling under TURNSTREAM_MCP_SAMPLING=ask (the default).
+  const context = await launch();
+  try {
+    const session = await newSession("MCP haiku", "mcp_haiku.json");
+    const page = await openPage(context, session.id);
+    await send(page, "A poem, please");
+    const card = lastTurn(page).locator(".block-tool[aria-label='Tool call o__haiku']");
+    const form = card.locator("form.elicit-form");
+    await form.waitFor();
+    await waitTurnStatus(page, "awaiting_client");
+    assert.match(await form.locator(".elicit-message").textContent(),
+      /The MCP server 'o' asks to use the model \(sampling, up to 60 tokens\).*Write a haiku about rain\./);
+    assert.equal(await form.locator(".elicit-field").count(), 0);
+    await shot(page, "mcp-sampling-form");
+    const allow = form.getByRole("button", { name: "Submit the answer to o__haiku" });
+    assert.equal((await allow.textContent()).trim(), "Allow");
+    await allow.click();
+    await waitTurnStatus(page, "complete");
+    assert.equal(await card.getAttribute("data-state"), "done");
+    assert.equal((await card.locator(".tool-model-use").textContent()).trim(), "used the model: 11 tokens in, 9 out");
+    assert.match(await lastTurn(page).locator(".block-text").last().textContent(),
+      /The poem: .* wrote: rain on the tin roof/);
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
 test("a denial's typed reason reaches the model", async () => {
   const context = await launch();
   try {

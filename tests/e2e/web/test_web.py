@@ -97,13 +97,16 @@ def budget_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """The demo server with ``--mcp-config`` naming the tests' MCP server over stdio as ``t``."""
+    """The demo server with ``--mcp-config`` naming the tests' MCP server over stdio as ``t``,
+    and as ``o`` speaking only the protocol versions before 2026-07-28 (which carry sampling)."""
     _ensure_tools()
     tmp = tmp_path_factory.mktemp("web-mcp")
     config = tmp / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"t": {
-        "command": sys.executable, "args": ["-m", "tests.support.mcp_server", "stdio"], "cwd": str(ROOT),
-        "timeout": 20}}}))
+    config.write_text(json.dumps({"mcpServers": {
+        "t": {"command": sys.executable, "args": ["-m", "tests.support.mcp_server", "stdio"], "cwd": str(ROOT),
+              "timeout": 20},
+        "o": {"command": sys.executable, "args": ["-m", "tests.support.mcp_server", "stdio-2025"],
+              "cwd": str(ROOT), "timeout": 20}}}))
     srv = start_server(tmp, env={"TURNSTREAM_MCP_CONFIG": str(config),
                                  "TURNSTREAM_SCENARIO_DIR": str(HERE / "scenarios")})
     yield srv
@@ -264,6 +267,10 @@ def test_an_mcp_tool_runs_inline(mcp_server: Server) -> None:
 
 def test_an_mcp_question_is_a_form_answered_or_declined(mcp_server: Server) -> None:
     _run(mcp_server, "an MCP server's question is a form", "questions.test.mjs")
+
+
+def test_an_mcp_servers_sampling_request_is_allowed_in_a_form(mcp_server: Server) -> None:
+    _run(mcp_server, "an MCP server's request to use the model is allowed", "questions.test.mjs")
 
 
 def test_a_denials_typed_reason_reaches_the_model(server: Server) -> None:

@@ -292,6 +292,15 @@ export class ToolCard {
     this.progressText.textContent = message ? `${done} · ${message}` : done;
   }
 
+  // A model call this tool asked for while it ran (an MCP server's sampling request): a line
+  // under the card with its tokens, one per call.
+  addModelUse(usage) {
+    const line = h("div", { class: "tool-model-use muted",
+      text: `used the model: ${usage.input_tokens.toLocaleString()} tokens in, ${usage.output_tokens.toLocaleString()} out` });
+    (this.modelUseEl ?? this.progressEl ?? this.details).after(line);
+    this.modelUseEl = line;
+  }
+
   showPending() {
     if (this.hasResult) return;
     this.resultBox.hidden = false;

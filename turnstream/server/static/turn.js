@@ -329,6 +329,7 @@ export class TurnView {
         break;
       case "usage":
         this.cost = data.turn_cost_nano_usd;
+        if (data.tool_use_id) this.tools.get(data.tool_use_id)?.card.addModelUse(data.usage);
         break;
       case "budget_warning":
         this.note(budgetWarning(data));
