@@ -200,3 +200,39 @@ def test_an_mcp_servers_sampling_request_is_approved_at_the_prompt_and_answered_
     sampled = [r for r in mock_provider.requests(model) if r.get("system") and "poet" in json.dumps(r["system"])]
     assert len(sampled) == 1 and not sampled[0].get("tools")
     assert "Write a haiku about rain." in json.dumps(sampled[0]["messages"])
+
+
+def test_in_server_mode_the_chat_approves_the_servers_sampling_request(
+        tmp_path: Path, mock_provider: MockHandle) -> None:
+    """``turnstream serve`` runs the MCP server and answers its sampling request with the
+    server's model once ``turnstream chat --server`` said yes (through the tool-results route)."""
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"o": {
+        "command": sys.executable, "args": ["-m", "tests.support.mcp_server", "stdio-2025"], "cwd": str(ROOT)}}}))
+    model = "anthropic:" + mock_provider.scenario("remote-haiku", HAIKU)
+    workdir = tmp_path / "serve"
+    workdir.mkdir()
+    server = start_server(workdir, model=model, env={
+        "ANTHROPIC_BASE_URL": mock_provider.base_url, "ANTHROPIC_API_KEY": "test-key",
+        "TURNSTREAM_MCP_CONFIG": str(config)})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "TURNSTREAM_"))}
+    env.update(TURNSTREAM_HOME=str(tmp_path / "home"), TERM="xterm", COLUMNS="200")
+    child = pexpect.spawn(str(BIN), ["chat", "--server", server.url, "--key", server.key, "--root", str(tmp_path)],
+                          env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
+    try:
+        chat = Chat(child)
+        chat.say("a poem please")
+        chat.expect(r"o__haiku asks:.*'o' asks to use the model")
+        chat.expect(r"accept\?.*\(y/n\)")
+        child.sendline("y")
+        chat.expect("accepted")
+        chat.expect(r"o__haiku used the model: \d+ tokens in, \d+ out")
+        chat.expect(r"The poem: .* wrote: rain on the tin roof")
+        chat.say("bye")
+        assert chat.expect_exit() == 0
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+        server.stop()
+    sampled = [r for r in mock_provider.requests(model) if r.get("system") and "poet" in json.dumps(r["system"])]
+    assert len(sampled) == 1 and not sampled[0].get("tools")
