@@ -7,6 +7,7 @@ the result it gets back. Driven by the scripted provider on a real SQLite store.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ from turnstream.blocks import Usage
 from turnstream.events import StepUsage, StreamEvent
 from turnstream.limits import Budgets, Ceiling, Limits
 from turnstream.loop import RunConfig, TurnRunner
-from turnstream.mcp.sampling import SamplingRefused, question, result_of, turns_of
+from turnstream.mcp.live import LiveCalls
+from turnstream.mcp.sampling import DECLINED, SamplingRefused, question, result_of, turns_of
 from turnstream.pricing import Price
 from turnstream.providers.base import ModelRequest
 from turnstream.providers.scripted import ScriptedProvider
@@ -120,3 +122,18 @@ def test_the_question_shows_what_the_server_sends_and_the_result_says_the_model(
     result = result_of(Sampled("hi", "anthropic:claude", "max_tokens", Usage()))
     assert (result.role, result.model, result.stop_reason) == ("assistant", "anthropic:claude", "maxTokens")
     assert isinstance(result.content, mt.TextContent) and result.content.text == "hi"
+
+
+async def test_a_request_is_refused_under_deny_unmatched_or_outside_a_turn() -> None:
+    params = _params(_text("user", "hi"))
+    denied = await LiveCalls("s", "deny").on_sample(None, params)  # type: ignore[arg-type]
+    assert isinstance(denied, mt.ErrorData) and denied.code == DECLINED and "SAMPLING=deny" in denied.message
+    live = LiveCalls("s", "allow")
+    alone = await live.on_sample(None, params)  # type: ignore[arg-type]
+    assert isinstance(alone, mt.ErrorData) and "matched to one running call" in alone.message
+    live.start(asyncio.sleep(60), ToolContext("ses", "turn", "call"))  # type: ignore[arg-type]
+    try:
+        outside = await live.on_sample(None, params)  # type: ignore[arg-type]
+        assert isinstance(outside, mt.ErrorData) and "no model to ask" in outside.message
+    finally:
+        live.close()
