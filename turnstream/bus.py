@@ -270,9 +270,6 @@ class Bus:
                 self._followed.pop(session, None)
                 self._unfollow(session)
 
-    def followed(self) -> list[str]:
-        """The sessions followed here (by a subscription that wants other processes' events)."""
-        return list(self._followed)
 
     def end_streams(self) -> None:
         """Tell every listener of this process to end its stream (see ``EndOfStream``)."""
