@@ -17,11 +17,12 @@ import pytest
 
 from turnstream import tool
 from turnstream.blocks import Usage
+from turnstream.errors import InvalidValue
 from turnstream.events import StepUsage, StreamEvent
 from turnstream.limits import Budgets, Ceiling, Limits
 from turnstream.loop import RunConfig, TurnRunner
 from turnstream.mcp.live import LiveCalls
-from turnstream.mcp.sampling import DECLINED, SamplingRefused, question, result_of, turns_of
+from turnstream.mcp.sampling import DECLINED, question, result_of, turns_of
 from turnstream.pricing import Price
 from turnstream.providers.base import ModelRequest
 from turnstream.providers.scripted import ScriptedProvider
@@ -104,11 +105,11 @@ def test_a_request_is_passed_as_text_turns_and_anything_else_is_refused_naming_i
         role="user", content=[mt.TextContent(type="text", text="a"), mt.TextContent(type="text", text="b")])))
     assert turns == [SampleTurn("user", "hi"), SampleTurn("assistant", "hello"), SampleTurn("user", "a\n\nb")]
     image = mt.SamplingMessage(role="user", content=mt.ImageContent(type="image", data="AA==", mime_type="image/png"))
-    with pytest.raises(SamplingRefused, match=r"messages\[1\] holds image content"):
+    with pytest.raises(InvalidValue, match=r"messages\[1\] holds image content"):
         turns_of(_params(_text("user", "hi"), image))
-    with pytest.raises(SamplingRefused, match="tools"):
+    with pytest.raises(InvalidValue, match="tools"):
         turns_of(_params(_text("user", "hi"), tools=[mt.Tool(name="x", input_schema={"type": "object"})]))
-    with pytest.raises(SamplingRefused, match="no messages"):
+    with pytest.raises(InvalidValue, match="no messages"):
         turns_of(_params())
 
 

@@ -36,9 +36,9 @@ from typing import Any
 import mcp_types as mt
 from mcp.client.session import ClientRequestContext
 
-from ..errors import InputNeeded, ProviderError
+from ..errors import InputNeeded, InvalidValue, ProviderError
 from ..tools.tool import ToolContext
-from .sampling import SamplingMode, SamplingRefused, question, refusal, result_of, turns_of
+from .sampling import SamplingMode, question, refusal, result_of, turns_of
 
 log = logging.getLogger("turnstream.mcp")
 
@@ -140,7 +140,7 @@ class LiveCalls:
             return refusal("the request could not be matched to one running call of this server")
         try:
             turns = turns_of(params)
-        except SamplingRefused as exc:
+        except InvalidValue as exc:
             return refusal(str(exc), mt.INVALID_PARAMS)
         if self.sampling == "ask":
             reply = await self._ask(call, question(self.server, params, turns))

@@ -21,6 +21,7 @@ from typing import Literal
 
 import mcp_types as mt
 
+from ..errors import InvalidValue
 from ..sampling import Sampled, SampleTurn
 
 SamplingMode = Literal["ask", "allow", "deny"]
@@ -31,25 +32,22 @@ PREVIEW_CHARS = 400
 _STOP = {"end_turn": "endTurn", "max_tokens": "maxTokens", "stop_sequence": "stopSequence"}
 
 
-class SamplingRefused(Exception):
-    """What turnstream does not pass to its model; the message is the server's error."""
-
-
 def turns_of(params: mt.CreateMessageRequestParams) -> list[SampleTurn]:
-    """The request's messages as plain text turns, or ``SamplingRefused``."""
+    """The request's messages as plain text turns, or ``InvalidValue`` (what turnstream does not
+    pass to its model; the message is the server's error)."""
     if params.tools:
-        raise SamplingRefused("turnstream does not offer its model tools in a sampling request")
+        raise InvalidValue("request", "turnstream does not offer its model tools in a sampling request")
     turns: list[SampleTurn] = []
     for i, message in enumerate(params.messages):
         blocks = message.content if isinstance(message.content, list) else [message.content]
         texts: list[str] = []
         for block in blocks:
             if not isinstance(block, mt.TextContent):
-                raise SamplingRefused(f"messages[{i}] holds {block.type} content; turnstream samples text only")
+                raise InvalidValue("request", f"messages[{i}] holds {block.type} content; turnstream samples text only")
             texts.append(block.text)
         turns.append(SampleTurn(message.role, "\n\n".join(texts)))
     if not turns:
-        raise SamplingRefused("the request has no messages")
+        raise InvalidValue("request", "the request has no messages")
     return turns
 
 
@@ -73,4 +71,4 @@ def refusal(message: str, code: int = DECLINED) -> mt.ErrorData:
     return mt.ErrorData(code=code, message=message)
 
 
-__all__ = ["DECLINED", "SamplingMode", "SamplingRefused", "question", "refusal", "result_of", "turns_of"]
+__all__ = ["DECLINED", "SamplingMode", "question", "refusal", "result_of", "turns_of"]
