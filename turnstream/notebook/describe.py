@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-
-
 WHAT = {"csv": "CSV", "tsv": "TSV (tab-separated)", "json": "a JSON table", "parquet": "a Parquet file",
         "xlsx": "an Excel workbook"}
 _CODE = """import json as _json
