@@ -235,6 +235,10 @@ def completion(turn: Turn, n: int) -> TurnComplete:
                         steps=max((b.step for b in turn.blocks), default=0), turn_id=turn.id, n=n)
 
 
+_ASKED_OR_ANSWERED = (ToolRequest.name, ToolApproval.name)
+"""The stored events that ``_requests`` reads back (events.py names them)."""
+
+
 async def _requests(store: Store, turn_id: str) -> tuple[dict[str, ToolRequest], dict[str, ToolApproval]]:
     """The turn's latest tool request of each call, and the approvals (or answers) given
     since it, by call id. A call asked again after its approval (a tool that asks the user
@@ -242,7 +246,7 @@ async def _requests(store: Store, turn_id: str) -> tuple[dict[str, ToolRequest],
     requests: dict[str, ToolRequest] = {}
     approvals: dict[str, ToolApproval] = {}
     for stored in await store.events_after(turn_id, 0):
-        if stored.name in ("tool_request", "tool_approval"):
+        if stored.name in _ASKED_OR_ANSWERED:
             ev = stored.event()
             if isinstance(ev, ToolRequest):
                 requests[ev.tool_use_id] = ev
