@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from turnstream.server.admission import BUSY_GROW, MIN_LIMIT, PACE, WINDOW, Admission, Overloaded
+from turnstream.server.admission import BUSY_GROW, MIN_LIMIT, PACE, START_SHARE, WINDOW, Admission, Overloaded
 
 HOUR = 3600.0
 ON_TIME, LATE = 0.001, 0.050  # the gate's max_lag is 10 ms
@@ -212,6 +212,20 @@ async def test_a_turn_whose_wait_runs_out_starts_past_the_limit() -> None:
         await adm.admit()
         await adm.admit()  # nothing ended: its wait runs out and it starts anyway
         assert adm.forced == 1 and adm.refused == 0 and adm.running == 2 and adm.waiting == 0
+    finally:
+        await adm.aclose()
+
+
+async def test_a_forced_start_leaves_part_of_the_wait_for_the_first_event() -> None:
+    adm = make(1, max_wait=2.0)
+    loop = asyncio.get_running_loop()
+    try:
+        await adm.admit()
+        t0 = loop.time()
+        await adm.admit()  # nothing ends: it is let in before its promise is due, not at it
+        waited = loop.time() - t0
+        assert adm.forced == 1
+        assert 2.0 * START_SHARE <= waited < 2.0, waited
     finally:
         await adm.aclose()
 

@@ -23,7 +23,11 @@ instead, and makes the overflow wait before it starts:
   seconds (at least ``MIN_LINE``): that many places free up in the next ones too, so a turn
   let into the line starts in time. One that did not get a place by its
   deadline anyway (turns ended more slowly than before) starts then, past the limit: the
-  limit is a soft bound on load, the wait a promise to a user.
+  limit is a soft bound on load, the wait a promise to a user. That deadline is
+  ``START_SHARE`` of the wait, not all of it: the promise is the turn's first event, and
+  opening the turn (its row, its first frame through a busy loop and a load balancer) takes
+  its own tenth of a second on a saturated machine (a forced start at the full 2 s put the
+  first event at 2.06-2.13 s in the cluster's overload test).
 
 Why it is shaped so, from the server bench at 1,000 concurrent turns (docs/performance.md):
 a turn let in now loads the loop over its whole life, so the lag shows an admission a
@@ -68,6 +72,9 @@ PACE = 50
 """At most limit / PACE turns start per tick: when a cohort of turns that started together
 ends together, their successors start spread over about PACE ticks instead of at once (a
 turn's start, with its first provider request, is its most expensive moment)."""
+START_SHARE = 0.75
+"""A waiting turn whose place has not come starts after this share of ``max_wait``: the rest
+is left for it to open and send its first event, which is what the wait promises."""
 
 
 class Admission:
@@ -122,7 +129,7 @@ class Admission:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.append(fut)
         try:
-            await asyncio.wait_for(asyncio.shield(fut), self.max_wait)
+            await asyncio.wait_for(asyncio.shield(fut), self.max_wait * START_SHARE)
         except TimeoutError:
             if not fut.done():  # its promise is due: it starts now, past the limit
                 fut.set_result(None)
