@@ -42,7 +42,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ..aio import shielded
 from ..errors import KernelError, KernelProtocolError, OutputTooLarge
@@ -50,10 +50,8 @@ from .child import human_size
 from .config import KernelLimits, SandboxConfig
 from .launch import KernelProcess, explain_failure, launch
 from .model import Output, error_output
+from .pool import KernelPool
 from .replies import Reply, decode_ready, decode_reply
-
-if TYPE_CHECKING:
-    from .pool import KernelPool
 
 
 @dataclass(slots=True)

@@ -15,6 +15,9 @@ upstream cells a run needs, as after a time-out.
 A kernel is *in use* while the manager runs cells in it (``using``); the pool never stops a
 kernel in use. Both decisions are made under one lock, and the channel is taken away under
 it too, so a run cannot start between the check and the stop.
+
+The pool sees a kernel only as ``PooledKernel`` (whether it is alive, and its process taken
+away to be killed), so that this module needs nothing of ``kernel.py``, which calls it.
 """
 
 from __future__ import annotations
@@ -27,16 +30,30 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..aio import shielded
 from ..errors import KernelError
 from .config import PoolLimits, default_max_kernels
 
-if TYPE_CHECKING:
-    from .kernel import Kernel, _Channel
-
 log = logging.getLogger(__name__)
+
+
+class Killable(Protocol):
+    """A kernel's process, taken away from its kernel: the pool kills it (in a thread)."""
+
+    def kill(self) -> int | None: ...
+
+
+class PooledKernel(Protocol):
+    """What the pool needs of a kernel (``kernel.Kernel`` is one)."""
+
+    @property
+    def alive(self) -> bool: ...
+
+    def detach(self) -> Killable | None:
+        """Take the process away (the caller kills it); the next run starts a fresh one."""
+        ...
 
 
 @dataclass(slots=True)
@@ -52,7 +69,7 @@ class KernelPool:
     def __init__(self, limits: PoolLimits, memory_bytes: int | None) -> None:
         self.max_kernels = limits.max_kernels or default_max_kernels(memory_bytes)
         self.idle_timeout = limits.idle_timeout
-        self._slots: dict[Kernel, _Slot] = {}
+        self._slots: dict[PooledKernel, _Slot] = {}
         self._lock = threading.Lock()
         self._waiters: list[asyncio.Event] = []
         self._closed = threading.Event()
@@ -63,12 +80,12 @@ class KernelPool:
         with self._lock:
             return sum(1 for k, s in self._slots.items() if s.starting or k.alive)
 
-    async def admit(self, kernel: Kernel, deadline: float) -> None:
+    async def admit(self, kernel: PooledKernel, deadline: float) -> None:
         """Make room for ``kernel`` to start, stopping the least recently used idle kernel at
         the cap. KernelError when every live kernel stays busy until ``deadline``."""
         self._start_reaper()
         while True:
-            victim: _Channel | None = None
+            victim: Killable | None = None
             with self._lock:
                 now = time.monotonic()
                 others = [k for k, s in self._slots.items() if k is not kernel and (s.starting or k.alive)]
@@ -97,7 +114,7 @@ class KernelPool:
                 async with asyncio.timeout(left):
                     await waiter.wait()
 
-    def admitted(self, kernel: Kernel) -> None:
+    def admitted(self, kernel: PooledKernel) -> None:
         """``kernel`` started (or failed to): it counts by whether it is alive from now on."""
         with self._lock:
             slot = self._slots.get(kernel)
@@ -106,7 +123,7 @@ class KernelPool:
         self._wake()
 
     @contextmanager
-    def using(self, kernel: Kernel) -> Iterator[None]:
+    def using(self, kernel: PooledKernel) -> Iterator[None]:
         """Hold ``kernel``: the pool does not stop it until the block ends."""
         with self._lock:
             slot = self._slots.setdefault(kernel, _Slot(time.monotonic()))
@@ -119,7 +136,7 @@ class KernelPool:
                 slot.last_used = time.monotonic()
             self._wake()
 
-    def forget(self, kernel: Kernel) -> None:
+    def forget(self, kernel: PooledKernel) -> None:
         """``kernel`` is closed for good (its notebook was closed)."""
         with self._lock:
             self._slots.pop(kernel, None)
