@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .blocks import StopReason, TextBlock, Usage
 from .budgets import CHARS_PER_TOKEN
 from .providers.base import Delta, Message, ModelRequest, StepEnded
 from .retry import RetryPolicy, stream_with_retries
+from .tools.sampler import Sampled, SampleTurn
 
 if TYPE_CHECKING:
     from .budgets import Meter
@@ -28,27 +28,10 @@ if TYPE_CHECKING:
     from .providers.base import Provider
 
 
-@dataclass(frozen=True, slots=True)
-class SampleTurn:
-    """One message of what a tool asks the model: who says it, and its text."""
-
-    role: str
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Sampled:
-    """The model's answer: its text, the model (``provider:model``), why it stopped, its usage."""
-
-    text: str
-    model: str
-    stop_reason: StopReason
-    usage: Usage
-
-
 class TurnSampler:
-    """The turn's model for the calls its tools ask for. ``provider``, ``recorder`` and ``step``
-    are read at each call (a team's speaker changes; a step moves on)."""
+    """The turn's model for the calls its tools ask for (a ``tools.sampler.Sampler``).
+    ``provider``, ``recorder`` and ``step`` are read at each call (a team's speaker changes; a
+    step moves on)."""
 
     def __init__(self, meter: Meter, provider: Callable[[], Provider], recorder: Callable[[], TurnRecorder],
                  step: Callable[[], int], *, max_tokens: int, retry: RetryPolicy) -> None:
@@ -85,4 +68,4 @@ class TurnSampler:
         return Sampled(text, provider.origin, stop, usage)
 
 
-__all__ = ["SampleTurn", "Sampled", "TurnSampler"]
+__all__ = ["TurnSampler"]

@@ -27,9 +27,9 @@ from turnstream.pricing import Price
 from turnstream.providers.base import ModelRequest
 from turnstream.providers.scripted import ScriptedProvider
 from turnstream.retry import RetryPolicy
-from turnstream.sampling import Sampled, SampleTurn
 from turnstream.scenarios.engine import Scenario
 from turnstream.store.sqlite import SQLiteStore
+from turnstream.tools.sampler import Sampled, SampleTurn
 from turnstream.tools.tool import ToolContext
 
 MUSE = {"name": "muse",

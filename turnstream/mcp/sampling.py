@@ -22,7 +22,7 @@ from typing import Literal
 import mcp_types as mt
 
 from ..errors import InvalidValue
-from ..sampling import Sampled, SampleTurn
+from ..tools.sampler import Sampled, SampleTurn
 
 SamplingMode = Literal["ask", "allow", "deny"]
 DECLINED = -1

@@ -24,10 +24,10 @@ from ..content import FilePart, ImagePart, MediaPart
 from ..errors import InputNeeded, ToolError
 from ..events import ToolProgress
 from ..store.protocol import ToolDecision, ToolGrant
+from .sampler import Sampler
 from .tool import Tool, ToolContext
 
 if TYPE_CHECKING:
-    from ..sampling import TurnSampler
     from ..telemetry.otel import Telemetry
 
 log = logging.getLogger("turnstream.tools")
@@ -146,7 +146,7 @@ class ToolExecutor:
                  on_end: Callable[[Outcome], Awaitable[None]] | None = None,
                  telemetry: Telemetry | None = None,
                  on_progress: Callable[[ToolProgress], Coroutine[Any, Any, None]] | None = None,
-                 sampler: TurnSampler | None = None) -> None:
+                 sampler: Sampler | None = None) -> None:
         self.tools = tools
         self.max_result_chars = max_result_chars
         self.approver = approver

@@ -9,20 +9,26 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, Literal, Protocol, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ..errors import ToolInputError, UsageError
-
-if TYPE_CHECKING:
-    from ..sampling import TurnSampler
-    from ..telemetry.otel import Telemetry
+from .sampler import Sampler
 
 Executor = Literal["server", "client"]
 DEFAULT_TIMEOUT = 30.0
+
+
+class ClientSpans(Protocol):
+    """What a tool uses of the run's telemetry (``telemetry.otel.Telemetry`` is one): a client
+    span around a call to another service, yielding the headers that carry its context."""
+
+    def client_span(self, name: str, attributes: Mapping[str, str | int | float | bool] | None = None,
+                    ) -> AbstractContextManager[dict[str, str]]: ...
 
 
 @dataclass(slots=True)
@@ -44,12 +50,12 @@ class ToolContext:
     answer: dict[str, Any] | None = None
     """The user's answer to what this call asked (``InputNeeded``), when the call runs again
     after it: ``{"action": "accept" | "decline", "content": {...}, "state": ...}``."""
-    telemetry: Telemetry | None = None
+    telemetry: ClientSpans | None = None
     """The run's telemetry when it is on (the call's ``execute_tool`` span is current): a tool
     that calls another service opens a client span with it (``Telemetry.client_span``)."""
     on_progress: Callable[[float, float | None, str | None], None] | None = field(default=None, repr=False)
     """Where ``progress`` goes (the runner's ``tool_progress`` events); None when nobody listens."""
-    sampler: TurnSampler | None = field(default=None, repr=False)
+    sampler: Sampler | None = field(default=None, repr=False)
     """The turn's model, for a model call the tool asks for (an MCP server's sampling request),
     metered as a sub-step of the turn; None outside a turn."""
 
