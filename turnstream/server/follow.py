@@ -28,7 +28,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 
 from ..bus import Bus, EndOfStream, Envelope, Item, SessionMessage, Subscription
-from ..events import Reconnect
+from ..events import BlockDelta, Reconnect, TurnComplete
 from ..lifecycle import completion
 from ..store import Store
 
@@ -59,7 +59,7 @@ class Follower:
         out: list[Envelope] = []
         for ev in await self.store.events_after(self.turn_id, self.last):
             out.append(Envelope.stored(self.session_id, ev))
-            if ev.name == "turn_complete":
+            if ev.name == TurnComplete.name:
                 break
         return out
 
@@ -77,7 +77,7 @@ class Follower:
         if env.n <= self.last:
             return False
         self.last = env.n
-        if env.name == "turn_complete":
+        if env.name == TurnComplete.name:
             self.finished = True
         return True
 
@@ -131,7 +131,7 @@ class Follower:
     async def _handle(self, item: Item | None, out: list[Envelope]) -> None:
         """Add what ``item`` brings to ``out``: the event itself, or what the store has."""
         if isinstance(item, Envelope):
-            if item.n > self.last + 1 and item.name != "block_delta":
+            if item.n > self.last + 1 and item.name != BlockDelta.name:
                 # Something may lie between (e.g. lost while the listener reconnected).
                 for env in await self._from_store():
                     if env.n < item.n and self._take(env):

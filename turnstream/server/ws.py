@@ -48,6 +48,7 @@ from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ..bus import EndOfStream, Envelope, SessionMessage, Wake
+from ..events import Reconnect
 from ..json_depth import too_deep
 from .auth import SUBPROTOCOL, owned_session, websocket_key
 from .errors import ApiError
@@ -161,7 +162,7 @@ async def _forward(ws: WebSocket, state: AppState, sub: Any, reader: asyncio.Tas
         elif isinstance(item, SessionMessage):
             await ws.send_text(orjson.dumps(item.data).decode())
         elif isinstance(item, EndOfStream):  # the server stops: the tab reconnects (elsewhere)
-            await ws.send_text('{"type":"reconnect"}')
+            await ws.send_text(orjson.dumps({"type": Reconnect.name}).decode())
             await ws.close(code=1012)  # "service restart"
             return
         elif isinstance(item, Wake):  # an event too large for a notification: read it from the store
