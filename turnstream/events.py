@@ -13,78 +13,24 @@ terminal client decodes what the server sent with ``decode``.
 event (``tests/unit/test_events.py`` checks it for generated events of every kind).
 
 Why one module of this size: every event's payload, both ways, in one place, so that what is
-written and what is read back cannot drift apart; each class is small and alike.
+written and what is read back cannot drift apart; each class is small and alike. What they
+share (the base class and the checked reads of a payload's fields) is ``event_payload.py``.
+Elsewhere an event's type is named by its class's ``name`` (``TurnComplete.name``), never by
+the string itself (``tests/unit/test_layout_rooms.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeAlias, TypeVar, get_args
+from typing import Any, ClassVar, Literal, TypeAlias, get_args
 
 from pydantic import ValidationError
 
 from .blocks import BLOCK_ADAPTER, Block, BlockType, TurnStatus, TurnStopReason, Usage
 from .errors import InvalidValue
+from .event_payload import EventBase, as_bool, as_int, as_number, as_str, one_of, opt_dict, opt_int, opt_str
 from .tools.tool import Executor
-
-E = TypeVar("E", bound="_Event")
-
-
-@dataclass(slots=True)
-class _Event:
-    name: ClassVar[str]
-    turn_id: str = field(default="", kw_only=True)
-    n: int = field(default=0, kw_only=True)
-
-    def data(self) -> dict[str, Any]:
-        """The SPEC §8 payload of this event."""
-        raise NotImplementedError
-
-    @classmethod
-    def from_data(cls: type[E], data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> E:
-        """The event a payload describes (``KeyError``, ``TypeError`` or ``ValueError`` when
-        it does not describe one; ``decode`` turns those into ``InvalidValue``)."""
-        raise NotImplementedError
-
-
-def _literal(value: Any, allowed: tuple[str, ...], name: str) -> Any:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
-    return value
-
-
-def _int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"expected an integer, not {value!r}")
-    return value
-
-
-def _str(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string, not {value!r}")
-    return value
-
-
-def _opt_str(value: Any) -> str | None:
-    return None if value is None else _str(value)
-
-
-def _opt_dict(value: Any, what: str) -> dict[str, Any] | None:
-    if value is not None and not isinstance(value, dict):
-        raise TypeError(f"{what} must be an object, not {value!r}")
-    return value
-
-
-def _bool(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"expected true or false, not {value!r}")
-    return value
-
-
-def _opt_int(value: Any) -> int | None:
-    return None if value is None else _int(value)
-
 
 BudgetScope: TypeAlias = Literal["turn", "session", "user_day"]
 _SCOPES: tuple[str, ...] = get_args(BudgetScope)
@@ -95,7 +41,7 @@ _STOP_REASONS: tuple[str, ...] = get_args(TurnStopReason)
 
 
 @dataclass(slots=True)
-class TurnStart(_Event):
+class TurnStart(EventBase):
     """A turn began. Stored with the turn, in the same transaction."""
 
     name: ClassVar[str] = "turn_start"
@@ -106,11 +52,11 @@ class TurnStart(_Event):
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> TurnStart:
-        return cls(session_id=_str(data["session_id"]), turn_id=turn_id or _str(data["turn_id"]), n=n)
+        return cls(session_id=as_str(data["session_id"]), turn_id=turn_id or as_str(data["turn_id"]), n=n)
 
 
 @dataclass(slots=True)
-class StepStart(_Event):
+class StepStart(EventBase):
     """A provider call (a step) begins."""
 
     name: ClassVar[str] = "step_start"
@@ -129,12 +75,12 @@ class StepStart(_Event):
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> StepStart:
-        return cls(step=_int(data["step"]), max_steps=_int(data["max_steps"]), agent=_opt_str(data.get("agent")),
+        return cls(step=as_int(data["step"]), max_steps=as_int(data["max_steps"]), agent=opt_str(data.get("agent")),
                    turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
-class BlockStart(_Event):
+class BlockStart(EventBase):
     """A block opens. ``index`` is the block's ``seq`` in the turn."""
 
     name: ClassVar[str] = "block_start"
@@ -158,14 +104,14 @@ class BlockStart(_Event):
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> BlockStart:
-        tool_use_id = _opt_str(data.get("tool_use_id"))
-        return cls(index=_int(data["index"]), type=_literal(data["type"], _BLOCK_TYPES, "type"),
-                   tool_use_id=tool_use_id, tool_name=_opt_str(data.get("name")) if tool_use_id is not None else None,
-                   agent=_opt_str(data.get("agent")), turn_id=turn_id, n=n)
+        tool_use_id = opt_str(data.get("tool_use_id"))
+        return cls(index=as_int(data["index"]), type=one_of(data["type"], _BLOCK_TYPES, "type"),
+                   tool_use_id=tool_use_id, tool_name=opt_str(data.get("name")) if tool_use_id is not None else None,
+                   agent=opt_str(data.get("agent")), turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
-class BlockDelta(_Event):
+class BlockDelta(EventBase):
     """A piece of a block: ``text`` for text and thinking, ``partial_json`` for tool input.
     Live only: deltas are numbered but never stored."""
 
@@ -189,15 +135,15 @@ class BlockDelta(_Event):
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> BlockDelta:
-        index = _int(data["index"])
+        index = as_int(data["index"])
         if "partial_json" in data:
-            return cls(index=index, partial_json=_str(data["partial_json"]), input=data.get("input"),
+            return cls(index=index, partial_json=as_str(data["partial_json"]), input=data.get("input"),
                        turn_id=turn_id, n=n)
-        return cls(index=index, text=_opt_str(data.get("text")), output=data.get("output"), turn_id=turn_id, n=n)
+        return cls(index=index, text=opt_str(data.get("text")), output=data.get("output"), turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
-class BlockStop(_Event):
+class BlockStop(EventBase):
     """A block is finished and stored; ``block`` is the stored block."""
 
     name: ClassVar[str] = "block_stop"
@@ -211,7 +157,7 @@ class BlockStop(_Event):
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> BlockStop:
         raw = data["block"]
-        return cls(index=_int(data["index"]), block=None if raw is None else BLOCK_ADAPTER.validate_python(raw),
+        return cls(index=as_int(data["index"]), block=None if raw is None else BLOCK_ADAPTER.validate_python(raw),
                    turn_id=turn_id, n=n)
 
 
@@ -236,14 +182,14 @@ class BudgetReached:
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> BudgetReached:
-        return cls(scope=_literal(data["scope"], _SCOPES, "scope"), spent_tokens=_int(data["spent_tokens"]),
-                   spent_nano_usd=_int(data["spent_nano_usd"]), limit_tokens=_opt_int(data["limit_tokens"]),
-                   limit_nano_usd=_opt_int(data["limit_nano_usd"]), extra_tokens=_opt_int(data["extra_tokens"]),
-                   extra_nano_usd=_opt_int(data["extra_nano_usd"]))
+        return cls(scope=one_of(data["scope"], _SCOPES, "scope"), spent_tokens=as_int(data["spent_tokens"]),
+                   spent_nano_usd=as_int(data["spent_nano_usd"]), limit_tokens=opt_int(data["limit_tokens"]),
+                   limit_nano_usd=opt_int(data["limit_nano_usd"]), extra_tokens=opt_int(data["extra_tokens"]),
+                   extra_nano_usd=opt_int(data["extra_nano_usd"]))
 
 
 @dataclass(slots=True)
-class ToolRequest(_Event):
+class ToolRequest(EventBase):
     """The turn waits for the client: to run a client tool, or to approve a server one."""
 
     name: ClassVar[str] = "tool_request"
@@ -287,16 +233,16 @@ class ToolRequest(_Event):
         raw_input = data["input"]
         if not isinstance(raw_input, dict):
             raise TypeError(f"input must be an object, not {raw_input!r}")
-        return cls(tool_use_id=_str(data["tool_use_id"]), tool_name=_str(data["name"]), input=raw_input,
-                   executor=_literal(data["executor"], _EXECUTORS, "executor"),
-                   requires_approval=_bool(data["requires_approval"]), note=_opt_str(data.get("note")),
-                   elicitation=_opt_dict(data.get("elicitation"), "elicitation"),
+        return cls(tool_use_id=as_str(data["tool_use_id"]), tool_name=as_str(data["name"]), input=raw_input,
+                   executor=one_of(data["executor"], _EXECUTORS, "executor"),
+                   requires_approval=as_bool(data["requires_approval"]), note=opt_str(data.get("note")),
+                   elicitation=opt_dict(data.get("elicitation"), "elicitation"),
                    budget=BudgetReached.from_data(data["budget"]) if data.get("budget") is not None else None,
                    turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
-class ToolApproval(_Event):
+class ToolApproval(EventBase):
     """The user approved a server tool's call that waited for approval (a denial is stored as
     the call's ``is_error`` result instead). The call runs when the turn continues."""
 
@@ -316,12 +262,12 @@ class ToolApproval(_Event):
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> ToolApproval:
-        return cls(tool_use_id=_str(data["tool_use_id"]), approved=_bool(data["approved"]),
-                   answer=_opt_dict(data.get("answer"), "answer"), turn_id=turn_id, n=n)
+        return cls(tool_use_id=as_str(data["tool_use_id"]), approved=as_bool(data["approved"]),
+                   answer=opt_dict(data.get("answer"), "answer"), turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
-class ToolProgress(_Event):
+class ToolProgress(EventBase):
     """A running call says how far it got: an MCP server's ``notifications/progress``, or a
     tool's ``ToolContext.progress``. ``progress`` rises; ``total`` is known or None;
     ``message`` says what it does now. Live only, as deltas are: numbered, never stored."""
@@ -339,19 +285,13 @@ class ToolProgress(_Event):
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> ToolProgress:
         total = data.get("total")
-        return cls(tool_use_id=_str(data["tool_use_id"]), progress=_number(data["progress"]),
-                   total=None if total is None else _number(total), message=_opt_str(data.get("message")),
+        return cls(tool_use_id=as_str(data["tool_use_id"]), progress=as_number(data["progress"]),
+                   total=None if total is None else as_number(total), message=opt_str(data.get("message")),
                    turn_id=turn_id, n=n)
 
 
-def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"expected a number, not {value!r}")
-    return float(value)
-
-
 @dataclass(slots=True)
-class StepRestart(_Event):
+class StepRestart(EventBase):
     """A step's stream broke and is being retried; drop that step's partial blocks."""
 
     name: ClassVar[str] = "step_restart"
@@ -363,11 +303,11 @@ class StepRestart(_Event):
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> StepRestart:
-        return cls(step=_int(data["step"]), reason=_str(data["reason"]), turn_id=turn_id, n=n)
+        return cls(step=as_int(data["step"]), reason=as_str(data["reason"]), turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
-class StepUsage(_Event):
+class StepUsage(EventBase):
     """A step ended: its tokens (cache reads and writes included) and its cost, and the
     turn's cost so far. Costs are in nano-dollars, 0 for a model without a price.
 
@@ -391,13 +331,13 @@ class StepUsage(_Event):
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> StepUsage:
         call = data.get("tool_use_id")
-        return cls(step=_int(data["step"]), usage=Usage.model_validate(data["usage"]),
-                   cost_nano_usd=_int(data["cost_nano_usd"]), turn_cost_nano_usd=_int(data["turn_cost_nano_usd"]),
-                   tool_use_id=None if call is None else _str(call), turn_id=turn_id, n=n)
+        return cls(step=as_int(data["step"]), usage=Usage.model_validate(data["usage"]),
+                   cost_nano_usd=as_int(data["cost_nano_usd"]), turn_cost_nano_usd=as_int(data["turn_cost_nano_usd"]),
+                   tool_use_id=None if call is None else as_str(call), turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
-class BudgetWarning(_Event):
+class BudgetWarning(EventBase):
     """A budget scope's spending reached the warning fraction of its ceiling (once per scope
     and ceiling). ``limit_*`` include what the user granted beyond the ceiling."""
 
@@ -414,13 +354,13 @@ class BudgetWarning(_Event):
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> BudgetWarning:
-        return cls(scope=_literal(data["scope"], _SCOPES, "scope"), spent_tokens=_int(data["spent_tokens"]),
-                   spent_nano_usd=_int(data["spent_nano_usd"]), limit_tokens=_opt_int(data["limit_tokens"]),
-                   limit_nano_usd=_opt_int(data["limit_nano_usd"]), turn_id=turn_id, n=n)
+        return cls(scope=one_of(data["scope"], _SCOPES, "scope"), spent_tokens=as_int(data["spent_tokens"]),
+                   spent_nano_usd=as_int(data["spent_nano_usd"]), limit_tokens=opt_int(data["limit_tokens"]),
+                   limit_nano_usd=opt_int(data["limit_nano_usd"]), turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
-class TurnComplete(_Event):
+class TurnComplete(EventBase):
     """Control returns to the user: the turn ended, or it waits for the client
     (``status: awaiting_client``); a stream of the turn ends after it."""
 
@@ -443,14 +383,14 @@ class TurnComplete(_Event):
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> TurnComplete:
         stop = data["stop_reason"]
-        return cls(status=_literal(data["status"], _STATUSES, "status"),
-                   stop_reason=None if stop is None else _literal(stop, _STOP_REASONS, "stop_reason"),
-                   usage=Usage.model_validate(data["usage"]), steps=_int(data["steps"]),
-                   turn_id=turn_id or _str(data["turn_id"]), n=n)
+        return cls(status=one_of(data["status"], _STATUSES, "status"),
+                   stop_reason=None if stop is None else one_of(stop, _STOP_REASONS, "stop_reason"),
+                   usage=Usage.model_validate(data["usage"]), steps=as_int(data["steps"]),
+                   turn_id=turn_id or as_str(data["turn_id"]), n=n)
 
 
 @dataclass(slots=True)
-class ErrorEvent(_Event):
+class ErrorEvent(EventBase):
     """The turn met an error; it ends with ``turn_complete`` (status ``failed``) right after."""
 
     name: ClassVar[str] = "error"
@@ -465,12 +405,12 @@ class ErrorEvent(_Event):
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> ErrorEvent:
-        return cls(code=_str(data["code"]), message=_str(data["message"]), retryable=_bool(data["retryable"]),
+        return cls(code=as_str(data["code"]), message=as_str(data["message"]), retryable=as_bool(data["retryable"]),
                    turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)
-class Reconnect(_Event):
+class Reconnect(EventBase):
     """The server that sends a stream is stopping: the client follows the turn again from its
     last event id (the turn goes on here until the process stops, then wherever it is taken
     over). The last item of such a stream; not a turn event: never stored, ``n`` is 0, and it
@@ -484,7 +424,7 @@ class Reconnect(_Event):
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> Reconnect:
-        return cls(reason=_str(data["reason"]), turn_id=turn_id, n=n)
+        return cls(reason=as_str(data["reason"]), turn_id=turn_id, n=n)
 
 
 StreamEvent: TypeAlias = (
