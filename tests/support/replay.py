@@ -28,7 +28,7 @@ from turnstream.blocks import (
 )
 from turnstream.errors import ProviderError
 from turnstream.mock.validate import anthropic_errors, openai_chat_errors, openai_responses_errors
-from turnstream.providers import anthropic, openai_chat, openai_responses
+from turnstream.providers import anthropic, openai_chat, openai_responses, openai_responses_stream
 from turnstream.providers.base import ModelRequest, ProviderEvent, StepEnded, ToolSpec
 from turnstream.providers.http import EventStream, SSEParser
 from turnstream.sse_decoder import SSEDecoder
@@ -90,7 +90,7 @@ def drive(api: str, pieces: Iterable[bytes], *, id_style: openai_chat.ToolIdStyl
     elif api == "openai-chat":
         parser = openai_chat.StreamParser(id_style=id_style)
     else:
-        parser = openai_responses.StreamParser(id_style=id_style)
+        parser = openai_responses_stream.StreamParser(id_style=id_style)
     stream = EventStream(parser)  # what every adapter runs over its HTTP body (providers/http.py)
     events: list[ProviderEvent] = []
     try:
