@@ -212,6 +212,7 @@ class ProviderError(RunError):
         error_type: str | None = None,
         retryable: bool = False,
         retry_after: float | None = None,
+        api_code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -219,6 +220,9 @@ class ProviderError(RunError):
         self.error_type = error_type
         self.retryable = retryable
         self.retry_after = retry_after
+        self.api_code = api_code
+        """The API's own error code when it sent one that is not an HTTP status
+        (OpenAI's ``"context_length_exceeded"``, ``"rate_limit_exceeded"``)."""
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.message!r}, status={self.status}, "

@@ -11,7 +11,9 @@ A request without ``"stream": true`` (what a gateway such as LiteLLM sends on so
 answered as the API answers it, with one JSON object (``message``, ``chat.completion``,
 ``response``), from the same scenario and with the same faults (see ``_answer``).
 
-Invalid transcripts are refused with the provider's own 400 message (``validate.py``).
+Invalid transcripts are refused with the provider's own 400 message (``validate.py``), and a
+request too big for a small-window model (``mock-8k``) with the API's own "too long" refusal
+(``context_rules.py``).
 A scenario ``{"replay": "file.sse", "seed": 1}`` serves a recorded body in random pieces.
 
 Send-time stamps: ``{{sent_at}}`` anywhere in a frame (e.g. in a scenario's text, with
@@ -40,7 +42,7 @@ from starlette.routing import Route
 
 from ..errors import SimulatedFault
 from ..scenarios.engine import RequestView, Scenario, StepScript, wait_at_gate
-from . import anthropic_wire, openai_chat_wire, openai_responses_wire
+from . import anthropic_wire, context_rules, openai_chat_wire, openai_responses_wire
 from .prompt_cache import PromptCache
 from .validate import anthropic_errors, openai_chat_errors, openai_responses_errors
 
@@ -63,6 +65,8 @@ class WireFormat:
     malformed: bytes
     id_prefix: str
     msg_id: Callable[[], str]
+    too_long: Callable[[int, int, int], dict[str, Any] | None]
+    """The API's refusal of a request of (tokens, max_tokens) past a window, or None."""
 
 
 ANTHROPIC = WireFormat(
@@ -75,6 +79,7 @@ ANTHROPIC = WireFormat(
     malformed=b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"ty\n\n',
     id_prefix="toolu_mock_",
     msg_id=lambda: "msg_mock_" + uuid.uuid4().hex[:16],
+    too_long=context_rules.anthropic_refusal,
 )
 
 OPENAI_CHAT = WireFormat(
@@ -87,6 +92,7 @@ OPENAI_CHAT = WireFormat(
     malformed=openai_chat_wire.MALFORMED,
     id_prefix="call_mock_",
     msg_id=lambda: "chatcmpl-mock" + uuid.uuid4().hex[:16],
+    too_long=lambda tokens, _max, window: context_rules.chat_refusal(tokens, window),
 )
 
 OPENAI_RESPONSES = WireFormat(
@@ -99,6 +105,7 @@ OPENAI_RESPONSES = WireFormat(
     malformed=openai_responses_wire.MALFORMED,
     id_prefix="call_mock_",
     msg_id=lambda: "resp_mock" + uuid.uuid4().hex[:16],
+    too_long=lambda tokens, _max, window: context_rules.responses_refusal(tokens, window),
 )
 
 
@@ -130,11 +137,20 @@ class MockProvider:
         scenario = self.scenario_for(body)
         if "replay" in scenario.doc:
             return self._replay(scenario.doc)
+        window = context_rules.window_of(str(body.get("model", "")), scenario.doc)
+        counted = None
+        if window is not None:
+            counted = context_rules.request_tokens(body)
+            max_tokens = body.get("max_tokens") or body.get("max_output_tokens") or 0
+            refusal = fmt.too_long(counted, max_tokens if isinstance(max_tokens, int) else 0, window)
+            if refusal is not None:
+                return JSONResponse(refusal, 400)
         script = scenario.script(fmt.view(body, steering=scenario.steering), id_prefix=fmt.id_prefix)
-        if fmt is ANTHROPIC:
-            cached = self.prompt_cache.usage(body)
-            if cached is not None:  # the request asks for caching: input tokens as the cache splits them
-                script.usage = {**cached, **script.usage}  # cache counts a scenario scripts win
+        cached = self.prompt_cache.usage(body) if fmt is ANTHROPIC else None
+        if cached is not None:  # the request asks for caching: input tokens as the cache splits them
+            script.usage = {**cached, **script.usage}  # cache counts a scenario scripts win
+        elif counted is not None:  # a windowed model reports what it counted, as a provider does
+            script.usage = {**script.usage, "input_tokens": counted}
         fault = script.fault or {}
         if fault.get("kind") == "status":
             headers = {}

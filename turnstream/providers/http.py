@@ -151,6 +151,7 @@ def status_of(code: Any) -> int | None:
 
 def _error_from_body(status: int, body: bytes, headers: Any) -> ProviderStatusError:
     message, error_type, code_status = body.decode("utf-8", "replace")[:2000] or f"HTTP {status}", None, None
+    api_code: str | None = None
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -161,6 +162,8 @@ def _error_from_body(status: int, body: bytes, headers: Any) -> ProviderStatusEr
             message = str(err.get("message") or message)
             error_type = str(err.get("type") or err.get("code") or "") or None
             code_status = status_of(err.get("code"))
+            if code_status is None and err.get("code"):
+                api_code = str(err["code"])
         elif isinstance(err, str):
             message = err
     retry_after = parse_retry_after(headers)
@@ -169,7 +172,7 @@ def _error_from_body(status: int, body: bytes, headers: Any) -> ProviderStatusEr
     if status == 429 and is_hopeless_429(message, error_type, retry_after):
         retryable = False
     return ProviderStatusError(message, status=status, error_type=error_type, retryable=retryable,
-                               retry_after=retry_after)
+                               retry_after=retry_after, api_code=api_code)
 
 
 async def open_stream(pool: ClientPool, url: str, headers: dict[str, str],

@@ -113,7 +113,8 @@ def stream_error(err: Any, *, what: str = "error in the stream") -> ProviderStre
     kinds = {str(k) for k in (etype, code) if k}
     error_type = str(etype) if etype else (str(code) if code and status is None else None)
     retryable = bool(kinds & RETRYABLE_OPENAI_ERRORS) or (status is not None and is_retryable_status(status))
-    return ProviderStreamError(message, status=status or 200, error_type=error_type, retryable=retryable)
+    return ProviderStreamError(message, status=status or 200, error_type=error_type, retryable=retryable,
+                               api_code=str(code) if code and status is None else None)
 
 
 def arguments_text(call: ToolUseBlock) -> str:
