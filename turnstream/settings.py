@@ -31,7 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 
 from .errors import UsageError
-from .limits import Budgets, Ceiling, usd
+from .limits import Budgets, Ceiling, Limits, usd
 
 if TYPE_CHECKING:
     from .pricing import Price
@@ -272,6 +272,10 @@ SETTINGS: tuple[Setting, ...] = (
             "event is sent", _fraction, None, ("serve", "chat")),
     Setting("budget_on_limit", "TURNSTREAM_BUDGET_ON_LIMIT", "at a budget: ask (pause with an approval request) "
             "or answer (end with one tools-off answer)", _choice("ask", "answer"), None, ("serve", "chat")),
+    Setting("context_tokens", "TURNSTREAM_CONTEXT_TOKENS", "the model's context window in tokens, for a model the "
+            "built-in table does not know (default 32768; docs/context.md)", _positive_int, None, ("serve", "chat")),
+    Setting("context_fraction", "TURNSTREAM_CONTEXT_FRACTION", "the share of the context window past which old "
+            "tool results are cleared from a request (default 0.8)", _fraction, None, ("serve", "chat")),
     Setting("prices", "TURNSTREAM_PRICES", "a JSON file of model prices that adds to or replaces the built-in "
             "table (docs/budgets.md)", _path, None, ("serve", "chat")),
     Setting("home", "TURNSTREAM_HOME", "where the terminal chat keeps its history (default: "
@@ -339,6 +343,9 @@ class Settings:
     budget_user_day_usd: int | None = None
     budget_warn_at: float = 0.8
     budget_on_limit: str = "ask"
+    context_tokens: int | None = None
+    """The context window of a model the built-in table does not know (``Limits.context_tokens``)."""
+    context_fraction: float = 0.8
     prices: Path | None = None
     home: Path | None = None
     root: Path = Path(".")
@@ -406,6 +413,11 @@ class Settings:
                        session=Ceiling(self.budget_session_tokens, self.budget_session_usd),
                        user_day=Ceiling(self.budget_user_day_tokens, self.budget_user_day_usd),
                        warn_at=self.budget_warn_at, on_limit="answer" if self.budget_on_limit == "answer" else "ask")
+
+    def limits(self, **given: Any) -> Limits:
+        """A turn's limits as these settings set them (budgets, context window), with ``given``."""
+        return Limits(budgets=self.budgets(), context_tokens=self.context_tokens,
+                      context_fraction=self.context_fraction, **given)
 
     def price_table(self) -> dict[str, Price]:
         """The built-in prices, with those of the ``prices`` file when one is set."""

@@ -45,7 +45,8 @@ def test_every_variable_is_read() -> None:
            "TURNSTREAM_BUDGET_SESSION_TOKENS": "90000", "TURNSTREAM_BUDGET_SESSION_USD": "2",
            "TURNSTREAM_BUDGET_USER_DAY_TOKENS": "1000000", "TURNSTREAM_BUDGET_USER_DAY_USD": "10.5",
            "TURNSTREAM_BUDGET_WARN_AT": "0.9", "TURNSTREAM_BUDGET_ON_LIMIT": "answer",
-           "TURNSTREAM_PRICES": "/etc/prices.json"}
+           "TURNSTREAM_PRICES": "/etc/prices.json", "TURNSTREAM_CONTEXT_TOKENS": "16384",
+           "TURNSTREAM_CONTEXT_FRACTION": "0.7"}
     assert {s.env for s in SETTINGS} == set(env)
     s = Settings.from_env(env)
     assert (s.attachment_mb, s.max_attachments, s.queued_messages) == (0.5, 3, "next_turn")
@@ -68,6 +69,9 @@ def test_every_variable_is_read() -> None:
     assert (b.user_day.tokens, b.user_day.nano_usd, b.warn_at, b.on_limit) == (1_000_000, 10_500_000_000, 0.9,
                                                                                "answer")
     assert s.prices == Path("/etc/prices.json")
+    limits = s.limits(max_steps=3)
+    assert (limits.context_tokens, limits.context_fraction, limits.max_steps) == (16384, 0.7, 3)
+    assert limits.budgets == b
     assert "ts_secret" not in repr(s)
 
 

@@ -16,7 +16,6 @@ from ..agent import LOCAL_USER, Agent, open_store_url
 from ..blocks import Turn
 from ..content import MediaPart
 from ..errors import TurnstreamError
-from ..limits import Limits
 from ..settings import Settings
 from ..store import Store
 from ..tools.tool import Tool
@@ -79,7 +78,7 @@ async def run_chat(
         # No approval hook: a tool that needs approval pauses the turn, and the chat asks
         # (ChatUI.turn), so that a denial can carry the user's reason to the model.
         agent = Agent(model, tools=tools, system=system or SYSTEM_PROMPT.format(root=real_root),
-                      limits=Limits(max_steps=max_steps, budgets=settings.budgets()), store=store,
+                      limits=settings.limits(max_steps=max_steps), store=store,
                       prices=settings.price_table())
     except (TurnstreamError, OSError) as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)

@@ -183,7 +183,8 @@ class AppState:
     def limits(self) -> Limits:
         """A turn's limits: this server's limits on images and files, and its budgets."""
         return Limits(max_attachment_bytes=int(self.settings.attachment_mb * 1024 * 1024),
-                      max_attachments=self.settings.max_attachments, budgets=self.budgets)
+                      max_attachments=self.settings.max_attachments, budgets=self.budgets,
+                      context_tokens=self.settings.context_tokens, context_fraction=self.settings.context_fraction)
 
     async def aclose(self) -> None:
         await self.turns.aclose()
