@@ -51,10 +51,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.support.processes import alive, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 REGISTRY = Path("/run/turnstream-cluster")
@@ -86,27 +88,6 @@ def sh(*args: str, check: bool = True, timeout: float = 60) -> subprocess.Comple
     if check and proc.returncode != 0:
         raise ClusterError(f"{' '.join(args)}: exit {proc.returncode}: {proc.stderr.strip()}")
     return proc
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
-def wait_until(what: str, check: Callable[[], Any], timeout: float) -> Any:
-    """Poll ``check`` until it returns something true, with a deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise ClusterError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def free_port() -> int:
@@ -316,9 +297,9 @@ class LocalCluster:
         with (pg.data / "pg_hba.conf").open("a") as f:  # the nodes, over the bridge
             f.write(f"host all all {lay.prefix}.0/24 trust\n")
         pg.start()
-        wait_until("PostgreSQL to accept connections", lambda: sh(
+        wait_for("PostgreSQL to accept connections", lambda: sh(
             str(pg.bindir / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(lay.pg_port), check=False
-        ).returncode == 0, 30)
+        ).returncode == 0, 30, error=ClusterError)
         sh(str(pg.bindir / "psql"), "-h", "127.0.0.1", "-p", str(lay.pg_port), "-U", "postgres", "-q",
            "-c", "CREATE DATABASE turnstream")
         lay.pids["postgres"] = int((pg.data / "postmaster.pid").read_text().split()[0])
@@ -377,7 +358,7 @@ class LocalCluster:
                 f.seek(start)
                 return READY_LINE.search(f.read().decode(errors="replace")) is not None
 
-        wait_until(f"node {i} to start", ready, 90)
+        wait_for(f"node {i} to start", ready, 90, error=ClusterError)
         self.key = (lay.root / "login.key").read_text().strip()
 
     def node_pid(self, i: int) -> int:
@@ -399,7 +380,7 @@ class LocalCluster:
         proc = self.procs.get(f"node{i}")
         if proc is not None:
             return proc.wait(timeout)
-        wait_until(f"node {i} to exit", lambda: not alive(self.node_pid(i)), timeout)
+        wait_for(f"node {i} to exit", lambda: not alive(self.node_pid(i)), timeout, error=ClusterError)
         return None
 
     # HAProxy --------------------------------------------------------------------------------
@@ -475,7 +456,7 @@ class LocalCluster:
             return False
 
         try:
-            wait_until(f"HAProxy to find {sorted(want)} ready (GET /readyz)", up, timeout)
+            wait_for(f"HAProxy to find {sorted(want)} ready (GET /readyz)", up, timeout, error=ClusterError)
         except ClusterError as exc:
             with contextlib.suppress(OSError):
                 exc.args = (f"{exc.args[0]}; HAProxy says {self.backend_status()}",)
@@ -483,8 +464,8 @@ class LocalCluster:
 
     def wait_down(self, i: int, timeout: float = 30) -> None:
         """Until HAProxy's health checks have taken node ``i`` out of the rotation."""
-        wait_until(f"HAProxy to take node{i} out", lambda: self.backend_status().get(f"node{i}", "").startswith(
-            ("DOWN", "MAINT", "NOLB")), timeout)
+        wait_for(f"HAProxy to take node{i} out", lambda: self.backend_status().get(f"node{i}", "").startswith(
+            ("DOWN", "MAINT", "NOLB")), timeout, error=ClusterError)
 
 
 def _terminate(pid: int, proc: subprocess.Popen[bytes] | None) -> None:

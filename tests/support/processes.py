@@ -90,13 +90,14 @@ def sandbox_processes(server_pid: int) -> set[int]:
     return {p for p in descendants(server_pid) if KERNEL_MARK in cmdline(p)}
 
 
-def wait_for(what: str, check: Callable[[], T], timeout: float = 15.0) -> T:
-    """Poll ``check`` until it returns something true, with a deadline."""
+def wait_for(what: str, check: Callable[[], T], timeout: float = 15.0,
+             error: type[Exception] = AssertionError) -> T:
+    """Poll ``check`` until it returns something true, with a deadline (then ``error``)."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            raise error(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(0.05)
