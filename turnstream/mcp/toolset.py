@@ -27,6 +27,8 @@ turn's own model as ``sampling`` says: ask the user first, allow, or deny (``sam
 
 Why one module of this size: the connection task, the call path and the tool-list cache share
 one lifecycle (a server that dies ends all three at once, and the next use starts them again).
+What holds no state of it is beside it: a call's trace context (``tracing.py``), a question
+and its answer as MCP and as turnstream (``questions.py``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,6 @@ from typing import Any, TextIO, cast
 import anyio
 import httpx2
 import mcp_types as mt
-import orjson
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.session import IncomingMessage
 from mcp.client.stdio import stdio_client
@@ -51,7 +52,7 @@ from mcp.client.subscriptions import ListenNotSupportedError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..content import MediaPart
-from ..errors import InputNeeded, MCPServerError, MCPToolError, UsageError
+from ..errors import MCPServerError, MCPToolError, UsageError
 from ..tools.executor import format_seconds
 from ..tools.server_status import ServerStatus
 from ..tools.tool import DEFAULT_TIMEOUT, Tool, ToolContext
@@ -59,7 +60,9 @@ from .config import ServerConfig
 from .content import result_content
 from .live import HOLD_LIMIT, CallResult, LiveCalls
 from .names import server_name_problem, tool_name
+from .questions import elicit_result, input_needed
 from .sampling import SamplingMode
+from .tracing import span_attributes, trace_headers
 
 log = logging.getLogger("turnstream.mcp")
 
@@ -278,7 +281,7 @@ class MCPToolset:
         try:
             if "live" in state:
                 assert ctx.answer is not None
-                result = await self._answer_live(state, _reply(ctx.answer), ctx)
+                result = await self._answer_live(state, elicit_result(ctx.answer), ctx)
             else:
                 client = await self._connected()
                 result = await self._send(client, remote, args, state, ctx)
@@ -295,7 +298,7 @@ class MCPToolset:
                     "the tool again (the question is asked again)") from None
             raise MCPServerError(f"the MCP server {self.name!r} answered with an error: {exc}") from None
         if isinstance(result, mt.InputRequiredResult):
-            raise self._question(result)
+            raise input_needed(self.name, result)
         if not isinstance(result, mt.CallToolResult):
             raise MCPServerError(f"the MCP server {self.name!r} sent a result of a kind turnstream does not know")
         if result.is_error:
@@ -315,7 +318,7 @@ class MCPToolset:
             if ctx.answer is not None:
                 if not isinstance(state.get("key"), str):
                     raise MCPServerError("the answer given does not belong to this server's question")
-                extra = {"input_responses": {state["key"]: _reply(ctx.answer)},
+                extra = {"input_responses": {state["key"]: elicit_result(ctx.answer)},
                          "request_state": state.get("request_state")}
             return await self._mcp_call(client, remote, args, extra, ctx)
         call = self._live.start(self._mcp_call(client, remote, args, {}, ctx), ctx)
@@ -339,7 +342,7 @@ class MCPToolset:
         ``progressToken``) when someone listens to the call's (``ToolContext.progress``), and the
         server's ``notifications/progress`` go there. With telemetry on, inside a client span
         (named and described as the MCP semantic conventions say) whose trace context goes in
-        the request's ``_meta`` (and, over HTTP, the ``traceparent`` header: ``_trace_headers``)."""
+        the request's ``_meta`` (and, over HTTP, the ``traceparent`` header: ``tracing.py``)."""
         result: mt.CallToolResult | mt.InputRequiredResult
         if ctx.on_progress is not None:
             async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -350,33 +353,10 @@ class MCPToolset:
         if telemetry is None:
             result = await client.session.call_tool(remote, args, allow_input_required=True, **extra)
             return result
-        with telemetry.client_span(f"tools/call {remote}", self._span_attributes(remote)) as carrier:
+        with telemetry.client_span(f"tools/call {remote}", span_attributes(self.name, self.url, remote)) as carrier:
             meta = cast(mt.RequestParamsMeta, dict(carrier))
             result = await client.session.call_tool(remote, args, allow_input_required=True, meta=meta, **extra)
         return result
-
-    def _span_attributes(self, remote: str) -> dict[str, str | int]:
-        attrs: dict[str, str | int] = {"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool",
-                                       "gen_ai.tool.name": remote, "turnstream.mcp.server": self.name}
-        if self.url is None:
-            attrs["network.transport"] = "pipe"
-            return attrs
-        url = httpx2.URL(self.url)
-        attrs.update({"network.transport": "tcp", "server.address": url.host})
-        if url.port is not None:
-            attrs["server.port"] = url.port
-        return attrs
-
-    def _question(self, result: mt.InputRequiredResult) -> InputNeeded | MCPServerError:
-        """The first form elicitation of an ``InputRequiredResult`` as ``InputNeeded`` (the server
-        asks any others on the next round); an error for what turnstream cannot answer."""
-        for key, request in (result.input_requests or {}).items():
-            if isinstance(request, mt.ElicitRequest) and isinstance(request.params, mt.ElicitRequestFormParams):
-                state = {"server": self.name, "key": key, "request_state": result.request_state}
-                return InputNeeded(request.params.message, dict(request.params.requested_schema), state)
-        kinds = sorted({r.method for r in (result.input_requests or {}).values()})
-        return MCPServerError(f"the MCP server {self.name!r} asked for input turnstream does not give "
-                              f"({', '.join(kinds) or 'a state-only retry'})")
 
     # -- the connection ----------------------------------------------------------------------
 
@@ -424,7 +404,7 @@ class MCPToolset:
     def _transport(self, stack: AsyncExitStack) -> Any:
         if self.url is not None:
             http = httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0),
-                                      event_hooks={"request": [_trace_headers]})
+                                      event_hooks={"request": [trace_headers]})
             stack.push_async_callback(http.aclose)
             return streamable_http_client(self.url, http_client=http)
         assert self.command is not None
@@ -471,33 +451,6 @@ class MCPToolset:
         except Exception as exc:
             log.info("MCP server %s: not watching for tool-list changes (%s: %s)", self.name,
                      type(exc).__name__, exc)
-
-
-async def _trace_headers(request: httpx2.Request) -> None:
-    """A request whose ``_meta`` carries a trace context (``traceparent``, ``tracestate``: a call
-    made in a span) carries it as the W3C headers too, for servers and proxies that read only
-    those. The requests are sent from the connection's own task, where the caller's span is not
-    current, so the body, written in the caller's task, is where the context is found."""
-    if request.method != "POST" or b'"traceparent"' not in request.content:
-        return
-    try:
-        message = orjson.loads(request.content)
-    except orjson.JSONDecodeError:
-        return
-    params = message.get("params") if isinstance(message, dict) else None
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    if isinstance(meta, dict):
-        for key in ("traceparent", "tracestate"):
-            if isinstance(meta.get(key), str):
-                request.headers[key] = meta[key]
-
-
-def _reply(answer: dict[str, Any]) -> mt.ElicitResult:
-    """The user's answer (``ToolContext.answer``) as the MCP ``ElicitResult``."""
-    action = answer.get("action", "decline")
-    if action == "accept":
-        return mt.ElicitResult(action="accept", content=answer.get("content") or {})
-    return mt.ElicitResult(action="cancel" if action == "cancel" else "decline")
 
 
 def _first(exc: BaseException) -> BaseException:
