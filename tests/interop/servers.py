@@ -191,3 +191,14 @@ def portkey_gateway() -> Iterator[str]:
             str(modules / "@portkey-ai" / "gateway" / "build" / "start-server.js"), f"--port={port}", "--headless"]
     with process(args, env={"NO_PROXY": "127.0.0.1,localhost"}, health=url + "/", workdir=HOME / "run" / "portkey"):
         yield url
+
+
+def everything_server() -> list[str]:
+    """The command line that starts the MCP reference server ``@modelcontextprotocol/server-everything``
+    (Node.js, pinned in ``everything/package-lock.json``) over stdio: what an ``mcpServers`` entry's
+    ``command`` and ``args`` say. turnstream starts it, as it starts any stdio server."""
+    modules = ensure_node_modules("everything")
+    node = shutil.which("node")
+    if node is None:
+        raise RuntimeError("node is needed to run @modelcontextprotocol/server-everything")
+    return [node, str(modules / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"), "stdio"]
