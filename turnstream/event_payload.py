@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeAlias, TypeVar, get_args
 
 E = TypeVar("E", bound="EventBase")
 
@@ -80,3 +80,34 @@ def as_number(value: Any) -> float:
 
 
 __all__ = ["EventBase", "as_bool", "as_int", "as_number", "as_str", "one_of", "opt_dict", "opt_int", "opt_str"]
+
+
+BudgetScope: TypeAlias = Literal["turn", "session", "user_day"]
+SCOPES: tuple[str, ...] = get_args(BudgetScope)
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetReached:
+    """Where a budget stood when it stopped a turn: the scope whose ceiling was reached, what
+    it spent, its ceiling (with what was granted before), and what approving adds."""
+
+    scope: BudgetScope = "turn"
+    spent_tokens: int = 0
+    spent_nano_usd: int = 0
+    limit_tokens: int | None = None
+    limit_nano_usd: int | None = None
+    extra_tokens: int | None = None
+    """Approving lets the scope spend this many more tokens (None: no token ceiling)."""
+    extra_nano_usd: int | None = None
+
+    def data(self) -> dict[str, Any]:
+        return {"scope": self.scope, "spent_tokens": self.spent_tokens, "spent_nano_usd": self.spent_nano_usd,
+                "limit_tokens": self.limit_tokens, "limit_nano_usd": self.limit_nano_usd,
+                "extra_tokens": self.extra_tokens, "extra_nano_usd": self.extra_nano_usd}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> BudgetReached:
+        return cls(scope=one_of(data["scope"], SCOPES, "scope"), spent_tokens=as_int(data["spent_tokens"]),
+                   spent_nano_usd=as_int(data["spent_nano_usd"]), limit_tokens=opt_int(data["limit_tokens"]),
+                   limit_nano_usd=opt_int(data["limit_nano_usd"]), extra_tokens=opt_int(data["extra_tokens"]),
+                   extra_nano_usd=opt_int(data["extra_nano_usd"]))

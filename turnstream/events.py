@@ -29,11 +29,22 @@ from pydantic import ValidationError
 
 from .blocks import BLOCK_ADAPTER, Block, BlockType, TurnStatus, TurnStopReason, Usage
 from .errors import InvalidValue
-from .event_payload import EventBase, as_bool, as_int, as_number, as_str, one_of, opt_dict, opt_int, opt_str
+from .event_payload import (
+    SCOPES,
+    BudgetReached,
+    BudgetScope,
+    EventBase,
+    as_bool,
+    as_int,
+    as_number,
+    as_str,
+    one_of,
+    opt_dict,
+    opt_int,
+    opt_str,
+)
 from .tools.tool import Executor
 
-BudgetScope: TypeAlias = Literal["turn", "session", "user_day"]
-_SCOPES: tuple[str, ...] = get_args(BudgetScope)
 _BLOCK_TYPES: tuple[str, ...] = get_args(BlockType)
 _EXECUTORS: tuple[str, ...] = get_args(Executor)
 _STATUSES: tuple[str, ...] = get_args(TurnStatus)
@@ -159,33 +170,6 @@ class BlockStop(EventBase):
         raw = data["block"]
         return cls(index=as_int(data["index"]), block=None if raw is None else BLOCK_ADAPTER.validate_python(raw),
                    turn_id=turn_id, n=n)
-
-
-@dataclass(frozen=True, slots=True)
-class BudgetReached:
-    """Where a budget stood when it stopped a turn: the scope whose ceiling was reached, what
-    it spent, its ceiling (with what was granted before), and what approving adds."""
-
-    scope: BudgetScope = "turn"
-    spent_tokens: int = 0
-    spent_nano_usd: int = 0
-    limit_tokens: int | None = None
-    limit_nano_usd: int | None = None
-    extra_tokens: int | None = None
-    """Approving lets the scope spend this many more tokens (None: no token ceiling)."""
-    extra_nano_usd: int | None = None
-
-    def data(self) -> dict[str, Any]:
-        return {"scope": self.scope, "spent_tokens": self.spent_tokens, "spent_nano_usd": self.spent_nano_usd,
-                "limit_tokens": self.limit_tokens, "limit_nano_usd": self.limit_nano_usd,
-                "extra_tokens": self.extra_tokens, "extra_nano_usd": self.extra_nano_usd}
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> BudgetReached:
-        return cls(scope=one_of(data["scope"], _SCOPES, "scope"), spent_tokens=as_int(data["spent_tokens"]),
-                   spent_nano_usd=as_int(data["spent_nano_usd"]), limit_tokens=opt_int(data["limit_tokens"]),
-                   limit_nano_usd=opt_int(data["limit_nano_usd"]), extra_tokens=opt_int(data["extra_tokens"]),
-                   extra_nano_usd=opt_int(data["extra_nano_usd"]))
 
 
 @dataclass(slots=True)
@@ -337,6 +321,33 @@ class StepUsage(EventBase):
 
 
 @dataclass(slots=True)
+class ContextManaged(EventBase):
+    """A request was made smaller to fit the model's context window (docs/context.md): the
+    results of ``cleared`` (tool call ids, oldest first) were left out of what was sent, and
+    its estimated input went from ``tokens_before`` to ``tokens_after`` of ``window``.
+    ``retry``: the provider had refused the request as too long. Stored; the blocks are not
+    changed, only what the step sent."""
+
+    name: ClassVar[str] = "context_managed"
+    step: int = 0
+    cleared: list[str] = field(default_factory=list)
+    tokens_before: int = 0
+    tokens_after: int = 0
+    window: int = 0
+    retry: bool = False
+
+    def data(self) -> dict[str, Any]:
+        return {"step": self.step, "cleared": self.cleared, "tokens_before": self.tokens_before,
+                "tokens_after": self.tokens_after, "window": self.window, "retry": self.retry}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> ContextManaged:
+        return cls(step=as_int(data["step"]), cleared=[as_str(c) for c in data["cleared"]],
+                   tokens_before=as_int(data["tokens_before"]), tokens_after=as_int(data["tokens_after"]),
+                   window=as_int(data["window"]), retry=as_bool(data["retry"]), turn_id=turn_id, n=n)
+
+
+@dataclass(slots=True)
 class BudgetWarning(EventBase):
     """A budget scope's spending reached the warning fraction of its ceiling (once per scope
     and ceiling). ``limit_*`` include what the user granted beyond the ceiling."""
@@ -354,7 +365,7 @@ class BudgetWarning(EventBase):
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> BudgetWarning:
-        return cls(scope=one_of(data["scope"], _SCOPES, "scope"), spent_tokens=as_int(data["spent_tokens"]),
+        return cls(scope=one_of(data["scope"], SCOPES, "scope"), spent_tokens=as_int(data["spent_tokens"]),
                    spent_nano_usd=as_int(data["spent_nano_usd"]), limit_tokens=opt_int(data["limit_tokens"]),
                    limit_nano_usd=opt_int(data["limit_nano_usd"]), turn_id=turn_id, n=n)
 
@@ -429,17 +440,17 @@ class Reconnect(EventBase):
 
 StreamEvent: TypeAlias = (
     TurnStart | StepStart | BlockStart | BlockDelta | BlockStop | ToolRequest | ToolApproval | ToolProgress
-    | StepRestart | StepUsage | BudgetWarning | TurnComplete | ErrorEvent | Reconnect
+    | StepRestart | StepUsage | ContextManaged | BudgetWarning | TurnComplete | ErrorEvent | Reconnect
 )
 
 EventName: TypeAlias = Literal["turn_start", "step_start", "block_start", "block_delta", "block_stop",
                                "tool_request", "tool_approval", "tool_progress", "step_restart", "usage",
-                               "budget_warning", "turn_complete", "error", "reconnect"]
+                               "context_managed", "budget_warning", "turn_complete", "error", "reconnect"]
 
 EVENT_TYPES: dict[str, type[StreamEvent]] = {
     cls.name: cls
     for cls in (TurnStart, StepStart, BlockStart, BlockDelta, BlockStop, ToolRequest, ToolApproval, ToolProgress,
-                StepRestart, StepUsage, BudgetWarning, TurnComplete, ErrorEvent, Reconnect)
+                StepRestart, StepUsage, ContextManaged, BudgetWarning, TurnComplete, ErrorEvent, Reconnect)
 }
 
 
@@ -464,6 +475,7 @@ __all__ = [
     "BudgetReached",
     "BudgetScope",
     "BudgetWarning",
+    "ContextManaged",
     "ErrorEvent",
     "EventName",
     "Reconnect",

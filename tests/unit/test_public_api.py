@@ -41,7 +41,7 @@ def test_event_names_match_the_spec() -> None:
 
     assert set(EVENT_TYPES) == {"turn_start", "step_start", "block_start", "block_delta", "block_stop",
                                 "tool_request", "tool_approval", "tool_progress", "step_restart", "usage",
-                                "budget_warning", "turn_complete", "error", "reconnect"}
+                                "context_managed", "budget_warning", "turn_complete", "error", "reconnect"}
 
 
 def _modules() -> list[str]:

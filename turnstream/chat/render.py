@@ -23,6 +23,7 @@ from ..events import (
     BlockStart,
     BlockStop,
     BudgetWarning,
+    ContextManaged,
     ErrorEvent,
     StepRestart,
     StepStart,
@@ -38,6 +39,14 @@ from .markdown import MarkdownPiece, MarkdownStream
 
 RESULT_PREVIEW_LINES = 8
 RESULT_PREVIEW_LINE_CHARS = 200
+
+
+def context_notice(ev: ContextManaged) -> str:
+    """One line saying what was left out of a request to fit the model's context."""
+    results = f"{len(ev.cleared)} old tool result{'s' if len(ev.cleared) != 1 else ''}"
+    why = "the model refused the request as too long; " if ev.retry else ""
+    return (f"✂ {why}{results} left out of what the model reads, to fit its context "
+            f"(~{ev.tokens_before:,} → ~{ev.tokens_after:,} of {ev.window:,} tokens; the chat keeps them)")
 
 
 def progress_line(tool_name: str, ev: ToolProgress) -> str:
@@ -181,6 +190,8 @@ class Renderer:
                 name = self._names.get(ev.tool_use_id, "a tool")
                 self._line(f"[dim]↳ {escape(name)} used the model: {ev.usage.input_tokens:,} tokens in, "
                            f"{ev.usage.output_tokens:,} out[/]")
+        elif isinstance(ev, ContextManaged):
+            self._line(f"[dim]{escape(context_notice(ev))}[/]")
         elif isinstance(ev, BudgetWarning):
             used = f"{ev.spent_tokens:,} of {ev.limit_tokens:,} tokens" if ev.limit_tokens is not None else (
                 f"{dollars(ev.spent_nano_usd)} of {dollars(ev.limit_nano_usd or 0)}")

@@ -17,6 +17,8 @@ tool_use block     ``TOOL_CALL_START`` / ``TOOL_CALL_ARGS`` (the model's own fra
 tool_result block  ``TOOL_CALL_RESULT`` (role ``tool``; a denial's too, with its text)
 ``tool_progress``  ``CUSTOM`` ``turnstream-tool-progress`` (``toolCallId``, ``progress``,
                    ``total``, ``message``)
+context managed    (the ``context_managed`` event) ``CUSTOM`` ``turnstream-context`` with the
+                   event's payload: what was cleared to fit the model's context
 notebook change    ``STATE_DELTA``: a JSON Patch on ``/notebook/cells/<index>`` and
                    ``/notebook/version``
 ``error``          ``RUN_ERROR`` (code and message), which ends the run
@@ -64,6 +66,7 @@ from ..events import (
     BlockDelta,
     BlockStart,
     BlockStop,
+    ContextManaged,
     ErrorEvent,
     Reconnect,
     StepRestart,
@@ -85,6 +88,8 @@ STEERING_EVENT = "turnstream-steering"
 """The ``CUSTOM`` event's ``name`` for a message that steered the thread's open turn."""
 PROGRESS_EVENT = "turnstream-tool-progress"
 """The ``CUSTOM`` event's ``name`` for a running call's progress."""
+CONTEXT_EVENT = "turnstream-context"
+"""The ``CUSTOM`` event's ``name`` for a request made smaller to fit the model's context."""
 
 Ev = dict[str, Any]
 
@@ -225,6 +230,8 @@ class AGUIEncoder:
         if isinstance(ev, ToolProgress):
             return [{"type": "CUSTOM", "name": PROGRESS_EVENT, "value": {
                 "toolCallId": ev.tool_use_id, "progress": ev.progress, "total": ev.total, "message": ev.message}}]
+        if isinstance(ev, ContextManaged):
+            return [{"type": "CUSTOM", "name": CONTEXT_EVENT, "value": ev.data()}]
         if isinstance(ev, ErrorEvent):
             return self.error(ev.message or ev.code, ev.code)
         if isinstance(ev, TurnComplete):

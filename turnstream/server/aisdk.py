@@ -23,6 +23,8 @@ tool_result block  ``tool-output-available``, or ``tool-output-error`` when ``is
                    ``tool-approval-response``, so a replayed message shows the decision
 ``tool_progress``  ``data-tool-progress`` with the call's id (``toolCallId``, ``progress``,
                    ``total``, ``message``), so each report replaces the call's last one
+context managed    (the ``context_managed`` event) ``data-turnstream-context``, transient (a
+                   notice, not part of the message): what was cleared to fit the model's context
 ``step_restart``   7: ``reset-step``; 5 and 6: the broken attempt's open parts end (see below)
 ``error``          ``error``
 ``turn_complete``  ``finish-step``, ``finish`` (metadata: turn id, status, usage; 6+ adds
@@ -67,6 +69,7 @@ from ..events import (
     BlockDelta,
     BlockStart,
     BlockStop,
+    ContextManaged,
     ErrorEvent,
     Reconnect,
     StepRestart,
@@ -84,10 +87,12 @@ Version = Literal[5, 6, 7]
 VERSIONS: tuple[Version, ...] = (5, 6, 7)
 NOTEBOOK_PART = "data-notebook-cell"
 STEERING_PART = "data-turnstream-steering"
-PROGRESS_PART = "data-tool-progress"
-"""A running call's progress, one data part per call (its id is the call's)."""
 """A transient data chunk: what became of a message sent while the chat's turn was open
 (``steering.py``: queued, or denied the calls waiting for approval)."""
+PROGRESS_PART = "data-tool-progress"
+"""A running call's progress, one data part per call (its id is the call's)."""
+CONTEXT_PART = "data-turnstream-context"
+"""A transient data chunk: a request was made smaller to fit the model's context window."""
 DISCARDED = {"turnstream": {"discarded": True}}
 """The mark (``providerMetadata``) on the parts of a broken attempt that 5 and 6 cannot remove."""
 DISCARDED_CALL = "discarded: the model's stream broke and the step was asked again"
@@ -266,6 +271,8 @@ class UIMessageStreamEncoder:
             return [{"type": PROGRESS_PART, "id": ev.tool_use_id,
                      "data": {"toolCallId": ev.tool_use_id, "progress": ev.progress, "total": ev.total,
                               "message": ev.message}}]
+        if isinstance(ev, ContextManaged):
+            return [{"type": CONTEXT_PART, "transient": True, "data": ev.data()}]
         if isinstance(ev, ErrorEvent):
             return [{"type": "error", "errorText": ev.message or ev.code or "error"}]
         if isinstance(ev, TurnComplete):
@@ -444,5 +451,6 @@ def ui_stream_response(items: AsyncIterator[Item], encoder: UIMessageStreamEncod
                              headers={**HEADERS, **(headers or {})})
 
 
-__all__ = ["DISCARDED", "DONE", "HEADERS", "NOTEBOOK_PART", "PROGRESS_PART", "STEERING_PART", "VERSIONS",
-           "UIMessageStreamEncoder", "Version", "chunks_response", "finish_reason", "frame", "ui_stream_response"]
+__all__ = ["CONTEXT_PART", "DISCARDED", "DONE", "HEADERS", "NOTEBOOK_PART", "PROGRESS_PART", "STEERING_PART",
+           "VERSIONS", "UIMessageStreamEncoder", "Version", "chunks_response", "finish_reason", "frame",
+           "ui_stream_response"]

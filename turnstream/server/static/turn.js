@@ -334,6 +334,9 @@ export class TurnView {
       case "budget_warning":
         this.note(budgetWarning(data));
         break;
+      case "context_managed":
+        this.note(contextNotice(data));
+        break;
       case "tool_progress": {
         const call = this.tools.get(data.tool_use_id);
         if (call && !call.card.hasResult) call.card.setProgress(data);
@@ -547,6 +550,14 @@ function budgetWarning(w) {
   const used = w.limit_tokens != null ? `${w.spent_tokens} of ${w.limit_tokens} tokens`
     : `${dollars(w.spent_nano_usd)} of ${dollars(w.limit_nano_usd || 0)}`;
   return `Budget: ${scope} has used ${used}.`;
+}
+
+function contextNotice(c) {
+  const n = c.cleared.length;
+  const why = c.retry ? "The model refused the request as too long: " : "";
+  return `${why}${n} old tool result${n === 1 ? "" : "s"} left out of what the model reads, to fit its context `
+    + `(~${c.tokens_before.toLocaleString()} → ~${c.tokens_after.toLocaleString()} of `
+    + `${c.window.toLocaleString()} tokens). The chat keeps them.`;
 }
 
 // The last event number seen per turn survives a reload (sessionStorage), so a resumed stream
