@@ -10,7 +10,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from turnstream.blocks import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from turnstream.blocks import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, Usage
 from turnstream.context.clearing import clear_tool_results, cleared_already
 from turnstream.context.estimate import (
     ATTACHMENT_TOKENS,
@@ -19,9 +19,11 @@ from turnstream.context.estimate import (
     messages_chars,
     request_chars,
 )
+from turnstream.context.fit import RATES, ContextFit
 from turnstream.context.overflow import is_context_overflow
 from turnstream.context.windows import DEFAULT_CONTEXT_TOKENS, context_window, input_budget
 from turnstream.errors import ProviderStatusError
+from turnstream.limits import Limits
 from turnstream.mock import context_rules
 from turnstream.mock.server import MockProvider
 from turnstream.providers.base import Message, ModelRequest, ToolSpec
@@ -182,3 +184,46 @@ def test_other_refusals_are_not_overflows() -> None:
     llama = orjson.dumps({"error": {"code": 400, "type": "exceed_context_size_error",
                                     "message": "the request exceeds the available context size"}})
     assert is_context_overflow(_error_from_body(400, llama, {}))
+
+
+def _request(n: int, result_chars: int, max_tokens: int = 1024) -> ModelRequest:
+    return ModelRequest(model="mock-8k", messages=_turns(n, result_chars), max_tokens=max_tokens)
+
+
+def test_a_request_under_the_line_is_sent_as_it_is() -> None:
+    fit = ContextFit("anthropic:mock-8k", Limits(), "s-small")
+    req = _request(2, 1_000)
+    messages = req.messages
+    assert fit.fit(req, 0) is None and req.messages is messages
+
+
+def test_past_the_line_old_results_are_cleared_and_announced() -> None:
+    fit = ContextFit("anthropic:mock-8k", Limits(), "s-big")
+    req = _request(6, 4_000)  # ~24,000 characters: ~9,600 tokens at the conservative rate
+    ev = fit.fit(req, 3)
+    assert ev is not None and ev.step == 3 and ev.window == 8_192 and not ev.retry
+    line = input_budget(8_192, 1024, 0.8)
+    assert ev.tokens_before > line >= ev.tokens_after
+    assert ev.cleared == [f"t{i}" for i in range(len(ev.cleared))]  # oldest first
+    last = req.messages[-1].blocks[0]
+    assert isinstance(last, ToolResultBlock) and last.content == "x" * 4_000  # not read yet: kept
+
+
+def test_the_usage_calibrates_the_next_estimate_and_the_next_turn() -> None:
+    RATES.pop("s-cal", None)
+    fit = ContextFit("openai:mock-8k", Limits(), "s-cal")
+    req = _request(5, 4_000)
+    assert fit.fit(req, 0) is not None  # at 2.5 characters a token it does not fit
+    fit.measured(Usage(input_tokens=fit.sent.chars // 4, output_tokens=5), "openai")
+    assert 3.9 < fit.estimator.chars_per_token < 4.1 and 3.9 < RATES["s-cal"] < 4.1
+    again = ContextFit("openai:mock-8k", Limits(), "s-cal")  # the session's next turn
+    assert again.estimator.measured and 3.9 < again.estimator.chars_per_token < 4.1
+    assert again.fit(_request(5, 4_000), 0) is None  # at 4 a token it fits: nothing cleared
+
+
+def test_a_refusal_fits_against_half_the_line() -> None:
+    fit = ContextFit("anthropic:mock-8k", Limits(), "s-refused")
+    req = _request(6, 2_000)
+    assert fit.fit(req, 0) is None
+    ev = fit.fit(req, 0, refused=True)
+    assert ev is not None and ev.retry and ev.tokens_after <= input_budget(8_192, 1024, 0.8) // 2
