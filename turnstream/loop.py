@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from pydantic import BaseModel
 
 from .agents import Conductor, Persona, Team, thinking_allowed
@@ -47,10 +46,8 @@ from .blocks import (
     UserBlock,
 )
 from .budgets import BUDGET_SPENT, Meter
-from .content import ContentRejected, check_parts, store_parts
 from .errors import (
     ProviderError,
-    Refused,
     StoreWriteError,
     StreamBrokenError,
     TurnCancelled,
@@ -66,8 +63,6 @@ from .events import (
     StepRestart,
     StepStart,
     StepUsage,
-    ToolProgress,
-    ToolRequest,
     TurnStart,
 )
 from .lifecycle import EventSink, TurnRecorder, approvals_given
@@ -83,13 +78,14 @@ from .output import (
     output_tool,
     problem,
 )
+from .phases.tool_round import CUT_OFF, MAY_HAVE_RUN, REPEATED, RoundSettings, ToolRound
 from .pricing import PRICES, Price
 from .providers.base import Message, ModelRequest, Provider, ProviderEvent, ToolSpec
 from .retry import stream_with_retries
 from .sampling import TurnSampler
-from .store.protocol import Store, StoredEvent, ToolCallRecord, ToolCallStart
+from .store.protocol import Store, StoredEvent
 from .telemetry import telemetry_from_env
-from .tools.executor import Approver, Outcome, ToolExecutor, idempotency_key
+from .tools.executor import Approver
 from .tools.tool import Tool
 from .tools.toolset import Toolset, split_tools
 from .transcript import build
@@ -101,10 +97,6 @@ log = logging.getLogger("turnstream.loop")
 
 LIMIT_REACHED = ("Not run: the step limit of this turn (max_steps={n}) was reached. "
                  "Answer now with what you have.")
-REPEATED = ("Not run: this exact call ({name} with the same arguments) already ran {k} times in this turn; "
-            "its results are above. Use them, or change the arguments.")
-CUT_OFF = ("Not run: the arguments were cut off by the output limit (max_tokens={n}) before they were "
-           "complete, twice. Send a smaller input, e.g. split the work into several calls.")
 STREAM_FAILED = "Not run: the response stream failed before this call was final ({reason})."
 CANCELLED = "Not run: the turn was cancelled before this call finished."
 STORE_FAILED = ("No result: the turn could not be stored ({reason}), so it ended here. "
@@ -112,8 +104,6 @@ STORE_FAILED = ("No result: the turn could not be stored ({reason}), so it ended
 STORE_RETRY_MAX = 2.0
 """Longest wait, in seconds, between attempts to end a turn whose writes fail (disk full,
 database gone): the turn is held, and ended as soon as the store takes writes again."""
-MAY_HAVE_RUN = ("This call may already have run: the server running the turn stopped while it ran. "
-                "Approve to run it again, deny to go on without it.")
 RESTARTED = "the process running the turn stopped; this step is requested again"
 TAKEOVER_GAP = 1_000_000
 """How far a runner that takes a turn over moves its event numbers past the last stored one.
@@ -166,13 +156,9 @@ class StepEnded:
     reached: BudgetReached | None
 
 
-Prelude = Callable[[ToolExecutor], Awaitable[bool | StepEnded]]
+Prelude = Callable[[], Awaitable[bool | StepEnded]]
 """What a turn's runner does before the loop: start the turn, resume it after a pause, or take
 it over (see ``TurnRunner._drive``)."""
-
-
-def _canonical(call: ToolUseBlock) -> str:
-    return call.name + "\x00" + orjson.dumps(call.input, option=orjson.OPT_SORT_KEYS).decode()
 
 
 class TurnRunner:
@@ -181,6 +167,8 @@ class TurnRunner:
         self.store = store
         self.on_event = on_event
         self._rec: TurnRecorder | None = None
+        self._round: ToolRound | None = None
+        """The tool round, made with the recorder (``_bind``)."""
         self._turn_id = ""
         self._history: list[tuple[str, Sequence[Block]]] = []
         self._step = 0
@@ -204,7 +192,6 @@ class TurnRunner:
         self._final_step = False
         self._max_tokens = config.limits.max_tokens
         self._current: Assembler | None = None
-        self._executor: ToolExecutor | None = None
         self._abandon = False
         self._media: dict[str, bytes] = {}
         """The bytes of the attachments sent so far, by hash (read from the store once)."""
@@ -229,6 +216,21 @@ class TurnRunner:
         assert self._rec is not None
         return self._rec
 
+    @property
+    def _calls(self) -> ToolRound:
+        assert self._round is not None
+        return self._round
+
+    def _bind(self, rec: TurnRecorder) -> TurnRecorder:
+        """Make ``rec`` the turn's recorder, with the tool round that writes through it."""
+        cfg = self.config
+        sampler = TurnSampler(self._meter, lambda: self._speaking.provider, lambda: self._r, lambda: self._step,
+                              max_tokens=cfg.limits.max_tokens, retry=cfg.limits.retry)
+        self._round = ToolRound(self.store, rec, self._tools, RoundSettings(
+            limits=cfg.limits, approver=cfg.approver, deps=cfg.deps, telemetry=cfg.telemetry, sampler=sampler))
+        self._rec = rec
+        return rec
+
     # -- public ----------------------------------------------------------------------------
 
     async def run(self, session_id: str, user_input: str, *,
@@ -252,13 +254,13 @@ class TurnRunner:
         turn = await self.store.create_turn(session_id, user_input, model=self.config.provider.origin,
                                             client_tools=client_tools, first_event=first_event)
         self._turn_id = turn.id
-        self._rec = TurnRecorder(self.store, turn.id, session_id, user_input=user_input,
-                                 model=self.config.provider.origin, n=start.n, on_event=self.on_event)
+        self._bind(TurnRecorder(self.store, turn.id, session_id, user_input=user_input,
+                                model=self.config.provider.origin, n=start.n, on_event=self.on_event))
         self._add_client_tools(client_tools or [])
         if self.on_event is not None:
             self.on_event(start)
 
-        async def prelude(executor: ToolExecutor) -> bool:
+        async def prelude() -> bool:
             if attachments:
                 await self._r.add_block(UserBlock(seq=0, step=0, attachments=list(attachments)))
             turns = history
@@ -281,14 +283,14 @@ class TurnRunner:
             raise TurnNotWaiting(turn_id, turn.status if turn else "deleted")
         self._turn_id = turn_id
 
-        async def prelude(executor: ToolExecutor) -> bool:
+        async def prelude() -> bool:
             rec = await self._load_context()
             self._step = rec.steps
             approved = {k: a.answer for k, a in (await approvals_given(self.store, turn_id)).items() if a.approved}
             events = await self.store.events_after(turn_id, 0)
             if await self._meter.on_resume(rec, events, set(approved)) == "declined":
                 self._final_step = self._budget_stop = True
-            return await self._run_pending(executor, approved)
+            return await self._calls.run_pending(approved)
 
         return await self._drive(prelude)
 
@@ -310,7 +312,7 @@ class TurnRunner:
             raise TurnCancelled("the turn was cancelled before it was taken over")
         self._turn_id = turn_id
 
-        async def prelude(executor: ToolExecutor) -> bool | StepEnded:
+        async def prelude() -> bool | StepEnded:
             rec = await self._load_context()
             rec.n += TAKEOVER_GAP
             last = rec.steps
@@ -318,7 +320,7 @@ class TurnRunner:
             unanswered = rec.unanswered()
             started = {c.tool_use_id: c for c in await self.store.tool_calls(turn_id)}
             if unanswered and any(c.tool_use_id in started for c in unanswered):
-                return await self._resume_calls(executor, unanswered, started)
+                return await self._calls.resume_calls(unanswered, started)
             events = [e.event() for e in await self.store.events_after(turn_id, 0)]
             # The highest step that began streaming (a step with no finished block yet has
             # only its step_start stored), and whether the last one with blocks had ended.
@@ -368,8 +370,8 @@ class TurnRunner:
             rec = await TurnRecorder.load(self.store, self._turn_id, on_event=self.on_event)
             if rec is None:
                 raise TurnNotWaiting(self._turn_id, "deleted")
-            self._rec = rec
-        return self._rec
+            self._bind(rec)
+        return self._r
 
     async def _list_toolsets(self) -> None:
         """The toolsets' tools as they are now (each answers from its cache unless its tools changed)."""
@@ -406,15 +408,9 @@ class TurnRunner:
 
     async def _loop(self, prelude: Prelude) -> Turn:
         """``_drive`` itself, inside the ``invoke_agent`` span when telemetry is on."""
-        executor = self._executor = ToolExecutor(
-            self._tools, max_result_chars=self.config.limits.max_result_chars, approver=self.config.approver,
-            deps=self.config.deps, on_start=self._record_start, on_end=self._record_end,
-            telemetry=self.config.telemetry, on_progress=self._progress,
-            sampler=TurnSampler(self._meter, lambda: self._speaking.provider, lambda: self._r, lambda: self._step,
-                                max_tokens=self.config.limits.max_tokens, retry=self.config.limits.retry))
         try:
             await self._list_toolsets()
-            loaded = await prelude(executor)
+            loaded = await prelude()
             if loaded is True:
                 return await self._finish("awaiting_client", "awaiting_client")
             ended = loaded if isinstance(loaded, StepEnded) else None
@@ -450,10 +446,11 @@ class TurnRunner:
                     self._final_step = True
                     continue
                 if reached is not None:
-                    if await self._stop_for_budget(calls, reached):
+                    if await self._calls.stop_for_budget(calls, reached, self._meter):
                         return await self._finish("awaiting_client", "awaiting_client")
+                    self._final_step = self._budget_stop = True  # the calls were answered as not run
                     continue
-                if await self._run_calls(executor, calls, stop):
+                if await self._calls.run_calls(calls, stop, step=self._step, max_tokens=self._max_tokens):
                     return await self._finish("awaiting_client", "awaiting_client")
                 answered = self._answered(calls)
                 if answered == "":
@@ -640,152 +637,6 @@ class TurnRunner:
         await self.store.discard_step(self._turn_id, self._step)
         await rec.emit(StepRestart(step=self._step, reason=reason))
 
-    async def _stop_for_budget(self, calls: list[ToolUseBlock], reached: BudgetReached) -> bool:
-        """A ceiling was reached after a step with calls: ask the client whether to go on
-        (True: the turn waits), or (``on_limit="answer"``) answer them as not run and make
-        the next step the last, with tools off."""
-        if self.config.limits.budgets.on_limit == "answer":
-            for c in calls:
-                await self._r.add_result(c, self._meter.answer_now(reached), True)
-            self._final_step = self._budget_stop = True
-            return False
-        requests = []
-        for c in calls:
-            tool = self._tools.get(c.name)
-            requests.append(ToolRequest(tool_use_id=c.tool_use_id, tool_name=c.name, input=c.input,
-                                        executor=tool.executor if tool is not None else "server"))
-        await self._meter.pause(self._r, requests, reached)
-        return True
-
-    async def _run_calls(self, executor: ToolExecutor, calls: list[ToolUseBlock], stop: StopReason) -> bool:
-        """Run a step's calls; True when some wait for the client."""
-        rec = self._r
-        seen: dict[str, int] = {}
-        for b in rec.blocks:
-            if isinstance(b, ToolUseBlock) and b.step < self._step:
-                k = _canonical(b)
-                seen[k] = seen.get(k, 0) + 1
-        outcomes: list[Outcome] = []
-        limit = self.config.limits.max_identical_calls
-        if any(t.requires_approval for c in calls if (t := self._tools.get(c.name)) is not None):
-            executor.grants = {g.tool: g for g in await self.store.tool_grants(rec.session_id)}
-        for c in calls:
-            if c.input_error and stop == "max_tokens":
-                outcomes.append(Outcome(c, "result", CUT_OFF.format(n=self._max_tokens), True))
-                continue
-            k = _canonical(c)
-            seen[k] = seen.get(k, 0) + 1
-            if seen[k] > limit and not c.input_error:
-                outcomes.append(Outcome(c, "result", REPEATED.format(name=c.name, k=limit), True))
-                continue
-            outcomes.append(await executor.decide(c))
-        return await self._settle(executor, outcomes)
-
-    async def _resume_calls(self, executor: ToolExecutor, calls: list[ToolUseBlock],
-                            started: dict[str, ToolCallRecord]) -> bool:
-        """The unanswered calls of a step taken over (see ``take_over``); True when some
-        wait for the client."""
-        outcomes: list[Outcome] = []
-        asks: set[str] = set()
-        for c in calls:
-            tool = self._tools.get(c.name)
-            record = started.get(c.tool_use_id)
-            if record is None:
-                outcomes.append(await executor.decide(c))  # it never started: decided as at the step's end
-            elif record.result is not None:  # it ended before the process stopped: its result stands
-                outcomes.append(Outcome(c, "result", record.result, bool(record.is_error)))  # no tool: not run
-            elif tool is None:
-                outcomes.append(Outcome(c, "result", f"Unknown tool '{c.name}'.", True))
-            elif tool.idempotent:
-                log.info("turn %s: %s (%s) runs again after a restart", self._turn_id, c.name, c.tool_use_id)
-                outcomes.append(Outcome(c, "result", tool=tool))
-            else:
-                asks.add(c.tool_use_id)
-                outcomes.append(Outcome(c, "approval", tool=tool))
-        return await self._settle(executor, outcomes, asks)
-
-    async def _settle(self, executor: ToolExecutor, outcomes: list[Outcome], asks: Collection[str] = ()) -> bool:
-        """Run the outcomes that run, store every result, and ask the client for the rest
-        (``asks``: approvals of calls that may already have run). True when some wait."""
-        rec = self._r
-        decided = [o.decision for o in outcomes if o.decision is not None]
-        if decided:  # the audit trail: decisions taken here (a session grant, the approver)
-            try:
-                await self.store.record_tool_decisions(self._turn_id, decided)
-                for d in decided:
-                    if d.always:
-                        await self.store.grant_tool(rec.session_id, d.tool, d.decided_by)
-            except Exception as exc:
-                raise StoreWriteError(f"could not record the approvals of turn {self._turn_id}: "
-                                      f"{type(exc).__name__}: {exc}") from exc
-        await executor.run(outcomes, session_id=rec.session_id, turn_id=self._turn_id)
-        for o in outcomes:
-            if o.kind == "result":
-                await rec.add_result(o.call, o.content, o.is_error, await self._tool_images(o))
-        pending = [o for o in outcomes if o.kind != "result"]
-        for i, o in enumerate(pending):
-            tool = o.tool
-            assert tool is not None
-            again = o.call.tool_use_id in asks
-            await rec.emit(ToolRequest(tool_use_id=o.call.tool_use_id, tool_name=o.call.name, input=o.call.input,
-                                       executor=tool.executor,
-                                       requires_approval=(tool.requires_approval or again) and o.kind != "input",
-                                       note=MAY_HAVE_RUN if again else None, elicitation=o.ask),
-                           status="awaiting_client" if i == len(pending) - 1 else None)
-        return bool(pending)
-
-    async def _tool_images(self, o: Outcome) -> list[Attachment]:
-        """Store the images a tool returned; one that cannot be taken is named in the result
-        text instead."""
-        if not o.images:
-            return []
-        limits = self.config.limits
-        try:
-            check_parts(o.images, max_bytes=limits.max_attachment_bytes, max_count=limits.max_attachments,
-                        field=("result",))
-        except ContentRejected as exc:
-            o.content += f"\n(the tool's images were not sent: {exc})"
-            return []
-        return await store_parts(self.store, o.images)
-
-    async def _progress(self, ev: ToolProgress) -> None:
-        """A running call's ``ToolContext.progress``: a live event of the turn."""
-        await self._r.emit(ev)
-
-    async def _record_start(self, o: Outcome) -> None:
-        """The tool-effect ledger: this call is about to run (the executor's ``on_start``)."""
-        start = ToolCallStart(o.call.tool_use_id, o.call.name, idempotency_key(self._turn_id, o.call.tool_use_id))
-        try:
-            await self.store.start_tool_calls(self._turn_id, [start])
-        except Exception as exc:
-            raise StoreWriteError(f"could not record the start of tool call {o.call.tool_use_id} of turn "
-                                  f"{self._turn_id}: {type(exc).__name__}: {exc}") from exc
-
-    async def _record_end(self, o: Outcome) -> None:
-        """The tool-effect ledger: this call ended while others of its step still run; its
-        result is kept until the step's results are stored (the executor's ``on_end``)."""
-        try:
-            await self.store.end_tool_call(self._turn_id, o.call.tool_use_id, o.content, o.is_error)
-        except Exception as exc:
-            raise StoreWriteError(f"could not record the end of tool call {o.call.tool_use_id} of turn "
-                                  f"{self._turn_id}: {type(exc).__name__}: {exc}") from exc
-
-    async def _run_pending(self, executor: ToolExecutor, approved: dict[str, dict[str, Any] | None]) -> bool:
-        """After a pause: run the approved calls of the last step (all others are answered),
-        each with the answer the user gave to what it asked, if it asked. True when some ask
-        the user (again)."""
-        rec = self._r
-        pending = rec.unanswered()
-        to_run = [Outcome(c, "result", tool=self._tools.get(c.name), answer=approved[c.tool_use_id])
-                  for c in pending if c.tool_use_id in approved]
-        waiting = [c for c in pending if c.tool_use_id not in approved]
-        if waiting:
-            raise Refused(f"turn {self._turn_id} still waits for {', '.join(c.tool_use_id for c in waiting)}")
-        for o in to_run:
-            if o.tool is None:
-                o.content, o.is_error = f"Unknown tool '{o.call.name}'.", True
-        return await self._settle(executor, to_run)
-
     async def _store_failed(self, exc: StoreWriteError) -> Turn:
         """A write failed (disk full, the database gone or restarting). The turn is held:
         its listeners are told at once (a live ``error`` event, not stored: the store is
@@ -857,8 +708,12 @@ class TurnRunner:
                 assert stop.block is not None
                 rec.blocks.append(stop.block)
                 await rec.emit(stop)
-        notes = self._executor.cancel_notes if self._executor is not None else None
+        notes = self._round.executor.cancel_notes if self._round is not None else None
         return await rec.close_out(reason, status, err, steps=self._step, notes=notes)
 
     async def _finish(self, status: TurnStatus, stop_reason: TurnStopReason) -> Turn:
         return await self._r.finish(status, stop_reason, steps=self._step)
+
+
+__all__ = ["CANCELLED", "CUT_OFF", "LIMIT_REACHED", "MAY_HAVE_RUN", "REPEATED", "STREAM_FAILED", "Prelude",
+           "RunConfig", "StepEnded", "TurnRunner"]
