@@ -24,20 +24,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from .agents import Conductor, Persona, Team, thinking_allowed
+from .agents import Conductor, Persona, Team
 from .aio import shielded
 from .assemble import Assembler
 from .blocks import (
     Attachment,
     Block,
-    StopReason,
     ToolResultBlock,
     ToolUseBlock,
     Turn,
@@ -49,16 +47,11 @@ from .budgets import BUDGET_SPENT, Meter
 from .errors import (
     ProviderError,
     StoreWriteError,
-    StreamBrokenError,
     TurnCancelled,
     TurnNotWaiting,
     TurnTakenOver,
 )
 from .events import (
-    BlockDelta,
-    BlockStart,
-    BlockStop,
-    BudgetReached,
     ErrorEvent,
     StepRestart,
     StepStart,
@@ -71,24 +64,21 @@ from .output import (
     NO_ANSWER_CALL,
     OUTPUT_TOOL,
     OutputVia,
-    PartialOutputs,
     Repair,
     answer_text,
-    output_format,
     output_tool,
     problem,
 )
+from .phases.step import ModelStep, StepEnded, StepSettings
 from .phases.tool_round import CUT_OFF, MAY_HAVE_RUN, REPEATED, RoundSettings, ToolRound
 from .pricing import PRICES, Price
-from .providers.base import Message, ModelRequest, Provider, ProviderEvent, ToolSpec
-from .retry import stream_with_retries
+from .providers.base import Provider
 from .sampling import TurnSampler
 from .store.protocol import Store, StoredEvent
 from .telemetry import telemetry_from_env
 from .tools.executor import Approver
 from .tools.tool import Tool
 from .tools.toolset import Toolset, split_tools
-from .transcript import build
 
 if TYPE_CHECKING:
     from .telemetry.otel import Telemetry
@@ -146,16 +136,6 @@ class RunConfig:
     """OpenAI's ``prompt_cache_key`` for every step (None: one per session, from its id)."""
 
 
-@dataclass(slots=True)
-class StepEnded:
-    """A step whose stream has ended: its calls, its stop reason, and the budget scope it
-    brought to its ceiling (None when none). The loop decides what happens next from it."""
-
-    calls: list[ToolUseBlock]
-    stop: StopReason
-    reached: BudgetReached | None
-
-
 Prelude = Callable[[], Awaitable[bool | StepEnded]]
 """What a turn's runner does before the loop: start the turn, resume it after a pause, or take
 it over (see ``TurnRunner._drive``)."""
@@ -190,11 +170,10 @@ class TurnRunner:
         self._task: asyncio.Task[Any] | None = None
         self._cancel_requested = False
         self._final_step = False
-        self._max_tokens = config.limits.max_tokens
-        self._current: Assembler | None = None
+        self._model_step = ModelStep(store, StepSettings(
+            limits=config.limits, live_deltas=config.live_deltas, telemetry=config.telemetry,
+            prompt_cache_key=config.prompt_cache_key, team=config.team is not None))
         self._abandon = False
-        self._media: dict[str, bytes] = {}
-        """The bytes of the attachments sent so far, by hash (read from the store once)."""
         self._meter = Meter(store, config.limits.budgets, config.provider.origin, config.prices)
         self._budget_stop = False
         self.taken_over = False
@@ -417,12 +396,11 @@ class TurnRunner:
             while True:
                 if ended is None:
                     if self._step and self.config.take_queued:
-                        await self._take_queued()
+                        await self._model_step.take_queued(self._r, self._step)
                     self._step += 1
                     await self._list_toolsets()
                     asm = await self._stream_step()
                     assert asm.stop_reason is not None
-                    self._current = None
                     ended = StepEnded([b for b in asm.finished if isinstance(b, ToolUseBlock)], asm.stop_reason,
                                       await self._meter.after_step(self._r, self._step, asm.usage))
                 calls, stop, reached, ended = ended.calls, ended.stop, ended.reached, None
@@ -450,7 +428,7 @@ class TurnRunner:
                         return await self._finish("awaiting_client", "awaiting_client")
                     self._final_step = self._budget_stop = True  # the calls were answered as not run
                     continue
-                if await self._calls.run_calls(calls, stop, step=self._step, max_tokens=self._max_tokens):
+                if await self._calls.run_calls(calls, stop, step=self._step, max_tokens=self._model_step.max_tokens):
                     return await self._finish("awaiting_client", "awaiting_client")
                 answered = self._answered(calls)
                 if answered == "":
@@ -537,105 +515,14 @@ class TurnRunner:
         return ""
 
     async def _stream_step(self) -> Assembler:
-        """One provider call, restarted from the same transcript when its stream breaks."""
-        cfg, limits, rec = self.config, self.config.limits, self._r
-        restarts = 0
-        cut_retry_done = False
+        """The step: the speaker decided at its boundary (a team's conductor picks it), then
+        one provider call, restarted from the same transcript when its stream breaks."""
+        rec = self._r
         sp = self._speaking = await self._speaker()
-        provider = sp.provider
-        if cfg.team is not None:
-            self._meter.use(provider.origin, cfg.prices)
-        while True:
-            await rec.emit(StepStart(step=self._step, max_steps=limits.max_steps))
-            history = [*self._history, (rec.user_input, rec.blocks)]
-            messages = (self._repair.build(history, provider.origin) if self._repair.used
-                        else build(history, provider.origin)[0])
-            thinking = sp.thinking_budget if cfg.team is None or thinking_allowed(messages) else None
-            tools = [ToolSpec(t.name, t.description, t.input_schema) for t in self._tools.values()]
-            request = ModelRequest(model=provider.model, messages=messages, system=sp.system, tools=tools,
-                                   tool_choice="none" if self._final_step else "auto",
-                                   max_tokens=self._max_tokens, thinking_budget=thinking,
-                                   output=(output_format(sp.output) if sp.output is not None
-                                           and sp.output_via == "native" else None),
-                                   media=await self._media_of(messages),
-                                   cache_key=cfg.prompt_cache_key if cfg.prompt_cache_key is not None
-                                   else f"turnstream-{rec.session_id}")
-            taken = {b.tool_use_id for _, blocks in history for b in blocks if isinstance(b, ToolUseBlock)}
-            asm = Assembler(step=self._step, first_seq=len(rec.blocks), origin=provider.origin,
-                            provider=provider.name, snapshots=cfg.live_deltas, taken_ids=taken)
-            self._current = asm
-            partial = (PartialOutputs() if sp.output is not None and sp.output_via == "native" and cfg.live_deltas
-                       else None)  # through the tool, the call's input deltas carry the partial objects
-            started = False
-            stream: AsyncGenerator[ProviderEvent, None] = stream_with_retries(provider, request, limits.retry)
-            if cfg.telemetry is not None:
-                stream = cfg.telemetry.chat(stream, request, provider)
-            try:
-                async with aclosing(stream) as events:
-                    async for pev in events:
-                        started = True
-                        out = asm.feed(pev)
-                        if out is None:
-                            continue
-                        if partial is not None and isinstance(out, BlockStart | BlockDelta):
-                            partial.see(out)
-                        if type(out) is BlockDelta:
-                            if cfg.live_deltas:
-                                await rec.emit(out)
-                        elif type(out) is BlockStop:
-                            assert out.block is not None
-                            rec.blocks.append(out.block)
-                            await rec.emit(out)
-                        else:
-                            await rec.emit(out)
-                if not asm.ended:
-                    raise StreamBrokenError("the stream ended without its final event", retryable=True)
-                for stop in asm.close_all_open():  # e.g. a tool call cut off by max_tokens
-                    assert stop.block is not None
-                    rec.blocks.append(stop.block)
-                    await rec.emit(stop)
-            except ProviderError as exc:
-                if not (started and exc.retryable and restarts < limits.stream_restarts):
-                    raise
-                restarts += 1
-                await self._restart(asm, f"{type(exc).__name__}: {exc}")
-                continue
-            rec.usage = rec.usage + asm.usage
-            rec.step_usage.append(asm.usage)
-            cut = [b for b in asm.finished if isinstance(b, ToolUseBlock) and b.input_error]
-            if asm.stop_reason == "max_tokens" and cut and not cut_retry_done:
-                cut_retry_done = True
-                self._max_tokens = min(self._max_tokens * 2, limits.max_tokens_ceiling)
-                await self._restart(asm, f"max_tokens: a tool call was cut off; retrying with "
-                                         f"max_tokens={self._max_tokens}")
-                continue
-            if asm.stop_reason == "max_tokens" and cut:
-                for b in cut:
-                    b.input_error = f"cut off by max_tokens={self._max_tokens}"
-            return asm
-
-    async def _media_of(self, messages: Sequence[Message]) -> dict[str, bytes]:
-        """The bytes of every attachment in ``messages``, read from the store once per turn."""
-        refs = {a.sha256 for m in messages for b in m.blocks
-                if isinstance(b, UserBlock | ToolResultBlock) for a in b.attachments}
-        if unknown := refs - self._media.keys():
-            self._media.update(await self.store.get_blobs(unknown))
-        return {h: self._media[h] for h in refs if h in self._media}
-
-    async def _take_queued(self) -> None:
-        """The step boundary: the messages the user sent while the turn ran become user
-        blocks of the step that just ended (after its results), so the next step reads them."""
-        rec = self._r
-        for msg in await self.store.take_queued(rec.session_id):
-            await rec.add_block(UserBlock(seq=len(rec.blocks), step=self._step, text=msg.text,
-                                          attachments=msg.attachments))
-
-    async def _restart(self, asm: Assembler, reason: str) -> None:
-        log.info("turn %s step %d restarts: %s", self._turn_id, self._step, reason)
-        rec = self._r
-        rec.blocks = [b for b in rec.blocks if b.step != self._step]
-        await self.store.discard_step(self._turn_id, self._step)
-        await rec.emit(StepRestart(step=self._step, reason=reason))
+        if self.config.team is not None:
+            self._meter.use(sp.provider.origin, self.config.prices)
+        return await self._model_step.run(rec, self._step, sp, self._tools, history=self._history,
+                                          repair=self._repair, final=self._final_step)
 
     async def _store_failed(self, exc: StoreWriteError) -> Turn:
         """A write failed (disk full, the database gone or restarting). The turn is held:
@@ -647,7 +534,7 @@ class TurnRunner:
         cause = exc.__cause__ or exc
         reason = f"{type(cause).__name__}: {cause}".strip()
         err = ErrorEvent(code="store_error", message=f"the turn could not be stored: {reason}", retryable=True)
-        self._current = None
+        self._model_step.current = None
         rec = self._r
         if self.on_event is not None:
             rec.n += 1
@@ -702,7 +589,7 @@ class TurnRunner:
         """End a turn that did not finish normally, keeping a valid transcript: the blocks
         that were streaming are closed as they stand, then ``TurnRecorder.close_out``."""
         rec = await self._load()
-        asm = self._current
+        asm = self._model_step.current
         if asm is not None and not asm.ended:
             for stop in asm.close_all_open():
                 assert stop.block is not None
