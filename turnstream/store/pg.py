@@ -1,6 +1,7 @@
 """PostgreSQL plumbing shared by the store and the bus: connections (with a bounded connect
-time), the store's small connection pool, and the lock that tells other processes this one
-is alive (``LivenessLock``).
+time), the store's small connection pool, the lock that tells other processes this one is
+alive (``LivenessLock``), and what the store runs its operations on (``PostgresConnection``:
+the pool and the lock, the schema's migrations, the primitives of ``sqlbase.SQLStore``).
 
 Connections: a small pool of our own (``pool_size``, default 4) rather than one
 connection behind a lock. One connection would queue every turn of the process behind the
@@ -15,18 +16,25 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
+from asyncpg.exceptions import UniqueViolationError
 
 from ..errors import StoreError
+from ..settings import DatabaseURL
+from .rows import Row, new_id
+from .schema import SCHEMA_MIGRATIONS, pending
+from .statements import POSTGRES as Q
 
 if TYPE_CHECKING:
     Conn: TypeAlias = asyncpg.Connection[asyncpg.Record]
 
 CONNECT_TIMEOUT = 10.0
+_MIGRATION_LOCK = 0x7475726E73747265  # pg_advisory_xact_lock key: b"turnstre"
 
 log = logging.getLogger("turnstream.store")
 
@@ -217,8 +225,89 @@ class LivenessLock:
             await close(conn)  # ending the session releases the lock
 
 
-ALIVE = ("EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
-         " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-         " AND l.classid = (r.lock_key >> 32)::oid AND l.objid = (r.lock_key & 4294967295)::oid)")
-"""SQL: the runner ``r`` (a row of ``runners``) holds its liveness lock. A bigint advisory
-lock shows in ``pg_locks`` as its high and low 32 bits (``classid``, ``objid``)."""
+def rowcount(status: str) -> int:
+    """The row count of a command tag (``UPDATE 1``, ``DELETE 0``, ``INSERT 0 1``)."""
+    return int(status.rpartition(" ")[2])
+
+
+class PostgresConnection:
+    """A store's connections to PostgreSQL: its pool, its liveness lock, its runner's row."""
+
+    def __init__(self, url: str, *, pool_size: int = 4, runner_id: str | None = None) -> None:
+        self.url = url
+        self.runner_id = runner_id or new_id("run")
+        self._pool_size = pool_size
+        self._pool: _Pool | None = None
+        self._liveness = LivenessLock(url)
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        pool = _Pool(self.url, self._pool_size)
+        try:
+            async with pool.connection() as conn:
+                await self._migrate(conn)
+                await self._liveness.hold()
+                await self._beat(conn)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            await self._liveness.release()
+            await pool.aclose()
+            raise StoreError(f"cannot open the PostgreSQL database {DatabaseURL.parse(self.url)}: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        except BaseException:
+            await self._liveness.release()
+            await pool.aclose()
+            raise
+        self._pool = pool
+
+    @staticmethod
+    async def _migrate(conn: Conn) -> None:
+        async with conn.transaction():
+            # Two processes opening a fresh database at once: the second waits here, then
+            # finds the migrations recorded.
+            await conn.execute(Q.migration_lock, _MIGRATION_LOCK)
+            await conn.execute(SCHEMA_MIGRATIONS)
+            for mig in pending({row[0] for row in await conn.fetch(Q.migrations_done)}, "postgres"):
+                # No arguments: the simple query protocol, which runs a script of several statements.
+                await conn.execute(mig.sql)
+                await conn.execute(Q.record_migration, mig.version, mig.name, time.time())
+
+    async def aclose(self) -> None:
+        if self._pool is None:
+            return
+        pool, self._pool = self._pool, None
+        try:
+            async with pool.connection() as conn:
+                await conn.execute(Q.delete_runner, self.runner_id)
+        finally:
+            await self._liveness.release()
+            await pool.aclose()
+
+    def _conn(self) -> _Lease:
+        """Borrow a connection: ``async with self._conn() as conn``."""
+        if self._pool is None:
+            raise StoreError("the store is not open: await store.open() first")
+        return self._pool.connection()
+
+    async def _row(self, sql: str, *args: Any) -> Row | None:
+        async with self._conn() as conn:
+            return cast("Row | None", await conn.fetchrow(sql, *args))
+
+    async def _rows(self, sql: str, *args: Any) -> list[Row]:
+        async with self._conn() as conn:
+            return cast("list[Row]", await conn.fetch(sql, *args))
+
+    async def _change(self, sql: str, *args: Any) -> int:
+        async with self._conn() as conn:
+            return rowcount(await conn.execute(sql, *args))
+
+    async def _insert(self, sql: str, *args: Any) -> bool:
+        async with self._conn() as conn:
+            try:
+                await conn.execute(sql, *args)
+            except UniqueViolationError:
+                return False
+        return True
+
+    async def _beat(self, conn: Conn) -> None:
+        await conn.execute(Q.beat, self.runner_id, self._liveness.key)
