@@ -11,13 +11,13 @@ the event loop never waits on another process's lock and the connection is never
 two threads at once. A call is never abandoned half-way: cancelling the awaiting task
 waits for the thread, so a transaction always commits or rolls back as a whole.
 
-Writes run in ``BEGIN IMMEDIATE`` transactions, which take SQLite's write lock up front;
-with ``busy_timeout`` that serialises writers across processes sharing the file as well.
-
+Writes run in ``BEGIN IMMEDIATE`` transactions (``write``), which take SQLite's write lock
+up front; with ``busy_timeout`` that serialises writers across processes sharing the file
+as well.
 
 The store's operations are in ``sqlite.py``; this is what they run on: the connection's
 opening (migrations included) and closing, ``_run`` for a call, ``_run_grouped`` for a
-turn's writes, and ``_row``, ``_rows``, ``_change`` for the operations of ``sqlbase.py``.
+turn's writes, and ``_row``, ``_rows``, ``_change``, ``_insert`` for ``sqlbase.py``.
 """
 
 from __future__ import annotations

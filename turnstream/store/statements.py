@@ -15,8 +15,8 @@ differences of syntax are named on ``SQLDialect``:
   knows from 3.39 on; its own ``IS``).
 
 The statements of one backend alone are in ``SQLiteStatements`` and ``PostgresStatements``:
-SQLite writes a turn with several statements in one transaction (``sqlite.py`` says why);
-PostgreSQL joins them into one statement by data-modifying CTEs, takes row and advisory
+SQLite writes a turn with several statements in one transaction (it has no data-modifying
+CTEs); PostgreSQL joins them into one statement by data-modifying CTEs, takes row and advisory
 locks, keeps time by the database clock, and binds lists as arrays.
 """
 
