@@ -17,6 +17,7 @@
     ├── RunError                   the run failed, for a reason outside the caller's code
     │   ├── ProviderError          the provider said no, or its stream broke
     │   │   ├── ProviderStatusError    an HTTP error status before the stream started
+    │   │   │   └── ContextTooLong     the request is too long for the model, even cleared
     │   │   ├── ProviderStreamError    an error event inside a stream that had started
     │   │   ├── StreamBrokenError      the connection dropped, a chunk was malformed, or the
     │   │   │                          stream ended without its final event
@@ -241,6 +242,13 @@ class StreamBrokenError(ProviderError):
     code = "stream_broken"
 
 
+class ContextTooLong(ProviderStatusError):
+    """The provider refused a step's request as too long for the model's context window, and
+    still did after turnstream cleared what it could and asked once more (docs/context.md)."""
+
+    code = "context_too_long"
+
+
 class ProviderProtocolError(ProviderError):
     """The server answered in a form the API never uses: ``200`` with a body that holds no
     event, or events in an order no provider sends (a delta for a block that is not open).
@@ -406,6 +414,7 @@ __all__ = [
     "ApiError",
     "CalculatorError",
     "ContentRejected",
+    "ContextTooLong",
     "EditConflict",
     "FileTooLarge",
     "InputNeeded",

@@ -79,7 +79,7 @@ class Limits:
     """Token and cost ceilings per turn, session and user-day (none by default)."""
     context_tokens: int | None = None
     """The model's context window in tokens for a model ``turnstream.context.windows`` does not
-    list (32,768 when None); a listed model keeps its own."""
+    list (128,000 when None); a listed model keeps its own."""
     context_fraction: float = 0.8
     """Past this share of the context window (less the step's ``max_tokens``) the oldest tool
     results are cleared from the request (docs/context.md)."""

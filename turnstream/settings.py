@@ -273,7 +273,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("budget_on_limit", "TURNSTREAM_BUDGET_ON_LIMIT", "at a budget: ask (pause with an approval request) "
             "or answer (end with one tools-off answer)", _choice("ask", "answer"), None, ("serve", "chat")),
     Setting("context_tokens", "TURNSTREAM_CONTEXT_TOKENS", "the model's context window in tokens, for a model the "
-            "built-in table does not know (default 32768; docs/context.md)", _positive_int, None, ("serve", "chat")),
+            "built-in table does not know (default 128000; docs/context.md)", _positive_int, None, ("serve", "chat")),
     Setting("context_fraction", "TURNSTREAM_CONTEXT_FRACTION", "the share of the context window past which old "
             "tool results are cleared from a request (default 0.8)", _fraction, None, ("serve", "chat")),
     Setting("prices", "TURNSTREAM_PRICES", "a JSON file of model prices that adds to or replaces the built-in "

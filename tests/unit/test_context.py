@@ -20,8 +20,8 @@ from turnstream.context.estimate import (
     request_chars,
 )
 from turnstream.context.fit import RATES, ContextFit
-from turnstream.context.overflow import is_context_overflow
-from turnstream.context.windows import DEFAULT_CONTEXT_TOKENS, context_window, input_budget
+from turnstream.context.overflow import is_context_overflow, stated_window
+from turnstream.context.windows import DEFAULT_CONTEXT_TOKENS, SEEN, context_window, input_budget
 from turnstream.errors import ProviderStatusError
 from turnstream.limits import Limits
 from turnstream.mock import context_rules
@@ -38,6 +38,7 @@ def test_windows_by_name_prefix_and_default() -> None:
     assert context_window("anthropic:notebook-mock-8k") == context_window("openai:mock-8k") == 8_192
     assert context_window("openai-compatible:qwen3-coder") == DEFAULT_CONTEXT_TOKENS
     assert context_window("openai-compatible:qwen3-coder", default=4096) == 4096
+    assert context_window("openai:mock-8k-notebook") == 8_192
 
 
 def test_the_budget_leaves_room_for_the_answer() -> None:
@@ -210,12 +211,12 @@ def test_past_the_line_old_results_are_cleared_and_announced() -> None:
 
 
 def test_the_usage_calibrates_the_next_estimate_and_the_next_turn() -> None:
-    RATES.pop("s-cal", None)
+    RATES.pop("openai:mock-8k s-cal", None)
     fit = ContextFit("openai:mock-8k", Limits(), "s-cal")
     req = _request(5, 4_000)
     assert fit.fit(req, 0) is not None  # at 2.5 characters a token it does not fit
     fit.measured(Usage(input_tokens=fit.sent.chars // 4, output_tokens=5), "openai")
-    assert 3.9 < fit.estimator.chars_per_token < 4.1 and 3.9 < RATES["s-cal"] < 4.1
+    assert 3.9 < fit.estimator.chars_per_token < 4.1 and 3.9 < RATES["openai:mock-8k s-cal"] < 4.1
     again = ContextFit("openai:mock-8k", Limits(), "s-cal")  # the session's next turn
     assert again.estimator.measured and 3.9 < again.estimator.chars_per_token < 4.1
     assert again.fit(_request(5, 4_000), 0) is None  # at 4 a token it fits: nothing cleared
@@ -227,3 +228,19 @@ def test_a_refusal_fits_against_half_the_line() -> None:
     assert fit.fit(req, 0) is None
     ev = fit.fit(req, 0, refused=True)
     assert ev is not None and ev.retry and ev.tokens_after <= input_budget(8_192, 1024, 0.8) // 2
+
+
+def test_a_refusal_that_states_the_window_teaches_it() -> None:
+    origin = "openai-compatible:local-llama-teach"
+    SEEN.pop(origin, None)
+    fit = ContextFit(origin, Limits(), "s-teach")
+    assert fit.window == DEFAULT_CONTEXT_TOKENS
+    vllm = orjson.dumps({"object": "error", "type": "BadRequestError", "code": 400,
+                         "message": "This model's maximum context length is 4096 tokens. However, you requested "
+                                    "5000 tokens (4000 in the messages, 1000 in the completion). Please reduce "
+                                    "the length of the messages or completion."})
+    exc = _error_from_body(400, orjson.dumps({"error": orjson.loads(vllm)}), {})
+    assert is_context_overflow(exc) and stated_window(exc) == 4096
+    fit.refused(exc, origin)
+    assert fit.window == 4096 and context_window(origin) == 4096  # and the next turn knows it
+    SEEN.pop(origin, None)

@@ -19,7 +19,7 @@ ERRORS = {
     "SimulatedFault", "StaleNotebook", "StoreError", "StoreWriteError", "StreamBrokenError", "ToolError",
     "ToolInputError",
     "TurnCancelled", "TurnConflictError", "TurnNotWaiting", "TurnTakenOver", "TurnstreamError", "UnknownCellError",
-    "UsageError", "UserExists", "ContentRejected",
+    "UsageError", "UserExists", "ContentRejected", "ContextTooLong",
 }
 EXPECTED = {
     "Agent", "Block", "BlockDelta", "BlockStart", "BlockStop", "ErrorEvent", "Limits", "ProviderBlock",

@@ -18,15 +18,18 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..blocks import ToolResultBlock, Usage
+from ..errors import ContextTooLong, ProviderError
 from ..events import ContextManaged
 from ..limits import Limits
 from ..providers.base import ModelRequest
 from .clearing import clear_tool_results
 from .estimate import TokenEstimator, request_chars
-from .windows import DEFAULT_CONTEXT_TOKENS, context_window, input_budget
+from .overflow import stated_window
+from .windows import DEFAULT_CONTEXT_TOKENS, SEEN, context_window, input_budget
 
 RATES: OrderedDict[str, float] = OrderedDict()
-"""Characters per token measured per session, most recent last (at most ``RATES_KEPT``)."""
+"""Characters per token measured per session and model (``ContextFit.key``), most recent last
+(at most ``RATES_KEPT``)."""
 RATES_KEPT = 10_000
 _CACHED_IN_INPUT = ("openai", "openai-responses")
 """Providers whose ``input_tokens`` already counts the cached ones (as ``pricing.py`` says)."""
@@ -46,8 +49,9 @@ class ContextFit:
     def __init__(self, origin: str, limits: Limits, session_id: str) -> None:
         self.window = context_window(origin, limits.context_tokens or DEFAULT_CONTEXT_TOKENS)
         self.fraction = limits.context_fraction
-        self.session_id = session_id
-        rate = RATES.get(session_id)
+        self.key = f"{origin} {session_id}"
+        """Whose rate this is: a session's, with one model (each family counts its own way)."""
+        rate = RATES.get(self.key)
         self.estimator = TokenEstimator() if rate is None else TokenEstimator(rate, measured=True)
         self.sent = Sent()
 
@@ -77,6 +81,21 @@ class ContextFit:
         return ContextManaged(step=step, cleared=[c.tool_use_id for c in cleared], tokens_before=before,
                               tokens_after=est.tokens(chars, attachments), window=self.window, retry=refused)
 
+    def refused(self, exc: ProviderError, origin: str) -> None:
+        """The provider refused a request as too long: take the window it states, if it does,
+        for this model from now on (``windows.SEEN``)."""
+        stated = stated_window(exc)
+        if stated is not None and stated < self.window:
+            self.window = SEEN[origin] = stated
+
+    def too_long(self, exc: ProviderError, model: str) -> ContextTooLong:
+        """The error a turn fails with when the provider refused the request again."""
+        return ContextTooLong(
+            f"The conversation is too long for {model}'s context window ({self.window:,} tokens), even with "
+            f"old tool results cleared ({exc.message}). Start a new chat, or ask for a summary of this one in a "
+            f"new chat; set TURNSTREAM_CONTEXT_TOKENS if this model's window is smaller than turnstream assumed.",
+            status=exc.status, error_type=exc.error_type, api_code=exc.api_code)
+
     def measured(self, usage: Usage, provider: str) -> None:
         """The step's usage counted the request last fitted: calibrate the next estimate."""
         if usage.unknown:
@@ -86,7 +105,7 @@ class ContextFit:
             whole += usage.cache_read_input_tokens + usage.cache_creation_input_tokens
         self.estimator.calibrate(self.sent.chars, self.sent.attachments, whole)
         if self.estimator.measured:
-            RATES[self.session_id] = self.estimator.chars_per_token
-            RATES.move_to_end(self.session_id)
+            RATES[self.key] = self.estimator.chars_per_token
+            RATES.move_to_end(self.key)
             while len(RATES) > RATES_KEPT:
                 RATES.popitem(last=False)

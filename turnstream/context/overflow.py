@@ -14,6 +14,8 @@ Each API says it its own way (PROVIDER-FACTS.md has the bytes):
 
 from __future__ import annotations
 
+import re
+
 from ..errors import ProviderError
 
 OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error", "context_window_exceeded"})
@@ -31,3 +33,20 @@ def is_context_overflow(exc: BaseException) -> bool:
     if exc.error_type == "invalid_request_error" and exc.message.startswith(ANTHROPIC_PREFIXES):
         return True
     return exc.status == 400 and COMPATIBLE_WORDING in exc.message
+
+
+_STATED = (
+    re.compile(r"maximum context length is (\d+) tokens"),  # OpenAI, vLLM, LM Studio, OpenRouter
+    re.compile(r"tokens > (\d+) maximum"),  # Anthropic: the prompt alone
+    re.compile(r"exceed context limit: \d+ \+ \d+ > (\d+)"),  # Anthropic: the prompt with max_tokens
+)
+
+
+def stated_window(exc: ProviderError) -> int | None:
+    """The window a refusal names, when its message names one (a refinement: what makes it a
+    refusal is its type and code, ``is_context_overflow``)."""
+    for pattern in _STATED:
+        m = pattern.search(exc.message)
+        if m:
+            return int(m.group(1))
+    return None

@@ -18,10 +18,16 @@ from collections.abc import Mapping
 ANTHROPIC_SOURCE = "https://platform.claude.com/docs/en/about-claude/models/overview (read 2026-11-29)"
 OPENAI_SOURCE = "https://developers.openai.com/api/docs/models (read 2026-11-29)"
 
-DEFAULT_CONTEXT_TOKENS = 32_768
-"""The window assumed for a model nobody listed: small enough for most local servers (llama.cpp,
-vLLM and Ollama builds commonly run 8k-32k; set ``TURNSTREAM_CONTEXT_TOKENS`` for yours),
-and a request kept under it is accepted by every hosted model too."""
+DEFAULT_CONTEXT_TOKENS = 128_000
+"""The window assumed for a model nobody listed (a gateway's alias, a local server): the most
+common window of current hosted models, so a capable server is not sent needlessly cleared
+requests. A smaller server (llama.cpp and Ollama builds often run 4k-32k) refuses a request
+past its window; turnstream then takes the window the refusal states, when it states one
+(vLLM, LM Studio, OpenRouter and OpenAI say "maximum context length is N tokens"), for this
+model from then on in this process (``SEEN``). ``TURNSTREAM_CONTEXT_TOKENS`` sets it outright."""
+
+SEEN: dict[str, int] = {}
+"""Windows stated by a provider's refusal, by ``provider:model``: they win over the table."""
 
 CONTEXT_WINDOWS: dict[str, tuple[int, str]] = {
     # Anthropic: 200k for every current model (1M for Sonnet only behind a beta header,
@@ -51,8 +57,11 @@ _FAMILY = {"openai-responses": "openai", "openai-compatible": "openai"}
 
 def context_window(origin: str, default: int = DEFAULT_CONTEXT_TOKENS,
                    table: Mapping[str, tuple[int, str]] = CONTEXT_WINDOWS) -> int:
-    """The window of ``provider:model`` by exact name or longest listed prefix, else ``default``
-    (a mock model's from its name, ``MOCK_WINDOW``)."""
+    """The window of ``provider:model``: the one a refusal stated (``SEEN``), a mock model's
+    from its name (``MOCK_WINDOW``), the table's by exact name or longest listed prefix, else
+    ``default``."""
+    if origin in SEEN:
+        return SEEN[origin]
     provider, _, model = origin.partition(":")
     mock = MOCK_WINDOW.search(model)
     if mock:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 from ..agents import Persona, thinking_allowed
 from ..assemble import Assembler
 from ..blocks import Block, StopReason, ToolResultBlock, ToolUseBlock, UserBlock
+from ..context.fit import ContextFit
+from ..context.overflow import is_context_overflow
 from ..errors import ProviderError, StreamBrokenError
 from ..events import BlockDelta, BlockStart, BlockStop, BudgetReached, StepRestart, StepStart
 from ..lifecycle import TurnRecorder
@@ -78,6 +80,14 @@ class ModelStep:
         """The assembler of the stream in progress (its open blocks are closed if the turn ends)."""
         self._media: dict[str, bytes] = {}
         """The bytes of the attachments sent so far, by hash (read from the store once)."""
+        self._fits: dict[str, ContextFit] = {}
+        """The context policy per model (``provider:model``) that spoke in this turn."""
+
+    def context_fit(self, origin: str, session_id: str) -> ContextFit:
+        fit = self._fits.get(origin)
+        if fit is None:
+            fit = self._fits[origin] = ContextFit(origin, self.settings.limits, session_id)
+        return fit
 
     async def run(self, rec: TurnRecorder, step: int, speaker: Persona, tools: Mapping[str, Tool], *,
                   history: History, repair: Repair, final: bool) -> Assembler:
@@ -88,6 +98,8 @@ class ModelStep:
         live = cfg.live_deltas
         restarts = 0
         cut_retry_done = False
+        refused = False
+        """The provider refused this step's request as too long (it is fitted again, once)."""
         sp = speaker
         provider = sp.provider
         while True:
@@ -105,6 +117,10 @@ class ModelStep:
                                    media=await self.media_of(messages),
                                    cache_key=cfg.prompt_cache_key if cfg.prompt_cache_key is not None
                                    else f"turnstream-{rec.session_id}")
+            fit = self.context_fit(provider.origin, rec.session_id)
+            managed = fit.fit(request, step, refused=refused)
+            if managed is not None:
+                await rec.emit(managed)
             taken = {b.tool_use_id for _, blocks in transcript for b in blocks if isinstance(b, ToolUseBlock)}
             asm = Assembler(step=step, first_seq=len(rec.blocks), origin=provider.origin,
                             provider=provider.name, snapshots=live, taken_ids=taken)
@@ -140,6 +156,14 @@ class ModelStep:
                     rec.blocks.append(stop.block)
                     await rec.emit(stop)
             except ProviderError as exc:
+                if not started and is_context_overflow(exc):
+                    if refused:  # fitted again and still refused
+                        raise fit.too_long(exc, provider.model) from exc
+                    refused = True
+                    fit.refused(exc, provider.origin)
+                    await self.restart(rec, step, "the model refused the request as too long; "
+                                                  "clearing old tool results and asking again")
+                    continue
                 if not (started and exc.retryable and restarts < limits.stream_restarts):
                     raise
                 restarts += 1
@@ -147,6 +171,7 @@ class ModelStep:
                 continue
             rec.usage = rec.usage + asm.usage
             rec.step_usage.append(asm.usage)
+            fit.measured(asm.usage, provider.name)
             cut = [b for b in asm.finished if isinstance(b, ToolUseBlock) and b.input_error]
             if asm.stop_reason == "max_tokens" and cut and not cut_retry_done:
                 cut_retry_done = True
