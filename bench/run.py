@@ -1,6 +1,7 @@
 """``make bench``: every turnstream benchmark, one after another, progress on stderr.
 
-1. assembler throughput (2 KB / 50 KB / 500 KB tool inputs in 8-byte fragments);
+1. assembler throughput (2 KB / 50 KB / 500 KB tool inputs in 8-byte fragments), and what
+   fitting a request into the context window costs a step (``bench/context_bench.py``);
 2. store: blocks appended per second per backend (``bench/store_bench.py``);
 3. client CPU per conversation of each adapter on one script (``bench/provider_cpu.py``);
    then per 3-step conversation beside the floor and the peer frameworks, through
@@ -66,6 +67,9 @@ def main() -> int:
 
     step("assembler throughput")
     failed |= run([py, str(REPO / "bench" / "assembler_bench.py")])
+
+    step("context window: what fitting a request costs a step, beside building its transcript")
+    failed |= run([py, str(REPO / "bench" / "context_bench.py")] + (["--reps", "20"] if a.quick else []))
 
     if (REPO / "bench" / "store_bench.py").exists():
         step("store: blocks appended per second")
