@@ -244,3 +244,12 @@ def test_a_refusal_that_states_the_window_teaches_it() -> None:
     fit.refused(exc, origin)
     assert fit.window == 4096 and context_window(origin) == 4096  # and the next turn knows it
     SEEN.pop(origin, None)
+
+
+def test_the_answer_never_asks_for_more_than_half_the_window() -> None:
+    fit = ContextFit("anthropic:mock-8k", Limits(), "s-half")
+    req = ModelRequest(model="mock-8k", messages=[Message("user", ["hi"])], max_tokens=8192)
+    assert fit.fit(req, 1) is None and req.max_tokens == 4096
+    big = ModelRequest(model="m", messages=[Message("user", ["hi"])], max_tokens=8192)
+    ContextFit("anthropic:claude-sonnet-4-5", Limits(), "s-half").fit(big, 1)
+    assert big.max_tokens == 8192

@@ -1,6 +1,7 @@
 """Fitting a step's request into the model's context window: the policy (docs/context.md).
 
-Before each step the request's input is estimated (``estimate.py``). Past
+Before each step the request's input is estimated (``estimate.py``), and its ``max_tokens``
+kept to at most half the window. Past
 ``Limits.context_fraction`` of what the window leaves beside the step's ``max_tokens``, the
 oldest tool results are cleared from it (``clearing.py``) until the estimate is back under
 that line; the results the model has not read yet (the last step's) stay. After the step,
@@ -31,6 +32,9 @@ RATES: OrderedDict[str, float] = OrderedDict()
 """Characters per token measured per session and model (``ContextFit.key``), most recent last
 (at most ``RATES_KEPT``)."""
 RATES_KEPT = 10_000
+MIN_OUTPUT = 256
+"""The least ``max_tokens`` a fitted request asks for. A request never asks for more than half
+the window (a default of 8,192 would leave a small local model's window nothing for the input)."""
 _CACHED_IN_INPUT = ("openai", "openai-responses")
 """Providers whose ``input_tokens`` already counts the cached ones (as ``pricing.py`` says)."""
 
@@ -62,6 +66,7 @@ class ContextFit:
         chars, attachments = request_chars(request)
         est = self.estimator
         before = est.tokens(chars, attachments)
+        request.max_tokens = min(request.max_tokens, max(MIN_OUTPUT, self.window // 2))
         line = input_budget(self.window, request.max_tokens, self.fraction)
         if refused:
             line //= 2
@@ -78,8 +83,11 @@ class ContextFit:
             return None
         chars, attachments = request_chars(request)
         self.sent = Sent(chars, attachments)
+        after = est.tokens(chars, attachments)
+        if after + request.max_tokens > self.window:  # could not get under the line: leave the answer what is left
+            request.max_tokens = max(MIN_OUTPUT, self.window - after)
         return ContextManaged(step=step, cleared=[c.tool_use_id for c in cleared], tokens_before=before,
-                              tokens_after=est.tokens(chars, attachments), window=self.window, retry=refused)
+                              tokens_after=after, window=self.window, retry=refused)
 
     def refused(self, exc: ProviderError, origin: str) -> None:
         """The provider refused a request as too long: take the window it states, if it does,
