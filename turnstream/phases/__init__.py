@@ -4,6 +4,12 @@
   turn's recorder, requested again when the stream breaks or a tool call was cut off.
 * ``tool_round``: what becomes of a step's tool calls. Refused, run (after approval where
   needed), or left for the client, with the tool-effect ledger kept while they run.
+* ``resume``: picking a turn up after a pause or after its runner died, and the ``Course``
+  (step, last step) the conductor keeps.
+* ``toolbox``: the tools the model may call at each step, and a team's speaker.
+* ``answer``: whether a final answer fits the ``output`` model asked for.
+* ``ending``: a turn held while its store fails, ended as soon as the store takes writes.
+* ``config``: ``RunConfig``, what a turn is run with.
 
 Each phase gets what it needs as arguments (the recorder, the step, a small settings
 dataclass) and never the runner, so each can be driven alone with the scripted provider and
