@@ -5,15 +5,18 @@ One refusal, ``InvalidValue`` naming the field and the place inside it."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from .errors import InvalidValue
 
 
-def check(schema: dict[str, Any], value: Any, field: str, *, note: str = "") -> None:
+def check(schema: dict[str, Any], value: Any, field: str, *, note: str = "", formats: Collection[str] = ()) -> None:
     """``InvalidValue`` (``field``, ``path`` the place) when ``value`` does not fit ``schema``;
-    ``note`` follows the message. A schema that is not valid is not held against the value."""
-    from jsonschema import validators
+    ``note`` follows the message. A schema that is not valid is not held against the value.
+    ``format`` is checked only for the names in ``formats`` that the installed ``jsonschema``
+    can check by itself (``FormatChecker.checkers``); any other ``format`` is let through."""
+    from jsonschema import FormatChecker, validators
     from jsonschema.exceptions import SchemaError, best_match
 
     cls = validators.validator_for(schema, default=validators.Draft202012Validator)
@@ -21,7 +24,8 @@ def check(schema: dict[str, Any], value: Any, field: str, *, note: str = "") -> 
         cls.check_schema(schema)
     except SchemaError:
         return
-    error = best_match(cls(schema).iter_errors(value))
+    checker = FormatChecker([name for name in formats if name in FormatChecker.checkers])
+    error = best_match(cls(schema, format_checker=checker).iter_errors(value))
     if error is None:
         return
     path: list[str | int] = list(error.absolute_path)
