@@ -273,7 +273,10 @@ def test_serve_elicitation_answered_through_tool_results_reaches_the_server(
         for bad, field in (({"name": "Ann", "untitledMultipleSelectEnum": "Piano"}, "untitledMultipleSelectEnum"),
                            ({"name": "Ann", "untitledMultipleSelectEnum": []}, "untitledMultipleSelectEnum"),
                            ({"name": "Ann", "titledSingleSelectEnum": "hero-9"}, "titledSingleSelectEnum"),
-                           ({"check": True}, "name")):
+                           ({"check": True}, "name"),
+                           ({"name": "Ann", "integer": 500}, "integer"),  # maximum: 100
+                           ({"name": "Ann", "email": "nope"}, "email"),  # format: email
+                           ({"name": "Ann", "birthdate": "yesterday"}, "birthdate")):  # format: date
             r = c.post(url, json={"tool_use_id": req["tool_use_id"], "content": json.dumps(bad)})
             assert r.status_code == 422, (bad, r.status_code, r.text)
             assert field in r.text, (bad, r.text)
@@ -323,7 +326,8 @@ CHAT_ANSWER = {"name": "Ann", "check": True, "integer": 7, "untitledSingleSelect
 def progress_then_form(chat: Chat) -> None:
     """The long operation's progress on the spinner line, each report in order, then the
     elicitation's thirteen fields answered at the prompt (the multi-selects by number and name,
-    one bad choice asked again), and the chat left."""
+    one bad choice, an email that is none and an integer past its maximum asked again), and the
+    chat left."""
     chat.say("run the long operation")
     for share in ("1/3 (33%)", "2/3 (67%)", "3/3 (100%)"):
         chat.expect(re.escape(f"running tools… ⚙ {PROGRESS_TOOL} {share}"))
@@ -334,9 +338,13 @@ def progress_then_form(chat: Chat) -> None:
     field(chat, "String", "text", "Ann")
     field(chat, "Boolean", "y/n, optional", "y")
     field(chat, "String with default", "text, optional", "")
+    field(chat, "String with email format", "text, optional", "nope")
+    chat.expect(re.escape("String with email format: 'nope' is not a 'email'"))
     field(chat, "String with email format", "text, optional", "")
     field(chat, "String with uri format", "text, optional", "")
     field(chat, "String with date format", "text, optional", "")
+    field(chat, "Integer", "whole number, optional", "500")
+    chat.expect(re.escape("Integer: 500 is greater than the maximum of 100"))
     field(chat, "Integer", "whole number, optional", "7")
     field(chat, "Number in range 1-1000", "number, optional", "")
     field(chat, "Untitled Single Select Enum",

@@ -59,3 +59,43 @@ async def test_a_question_without_fields_is_accepted_only_by_a_yes() -> None:
         assert answer == expected, lines
         assert len(prompts) == 1 and "accept?" in prompts[0]
         assert ("✓ accepted" if "content" in expected else "✗ declined") in shown
+
+
+SIGNUP = {"type": "object", "required": ["age"], "properties": {
+    "age": {"type": "integer", "title": "Integer", "minimum": 1, "maximum": 100},
+    "email": {"type": "string", "format": "email"},
+    "code": {"type": "string", "minLength": 2, "maxLength": 3}}}
+
+
+async def test_a_value_outside_the_fields_schema_is_asked_again_with_the_reason() -> None:
+    answer, prompts, shown = await _answer(["500", "0", "7", "nope", "ann@example.com", "abcd", "x", "ab"], SIGNUP)
+    assert orjson.loads(str(answer["content"])) == {"age": 7, "email": "ann@example.com", "code": "ab"}
+    assert [p.split("[/]")[0].removeprefix("[bold yellow]").strip() for p in prompts] == [
+        "Integer", "Integer", "Integer", "email", "email", "code", "code", "code"]
+    assert "Integer: 500 is greater than the maximum of 100" in shown
+    assert "Integer: 0 is less than the minimum of 1" in shown
+    assert "email: 'nope' is not a 'email'" in shown
+    assert "code: 'abcd' is too long" in shown and "code: 'x' is too short" in shown
+    assert shown.index("Integer: 500") < shown.index("✓ answered")
+
+
+async def test_an_answer_the_whole_schema_refuses_asks_the_field_it_names_again_not_sent() -> None:
+    """Each field fits alone; together they break an ``if``/``then`` (a submission would be
+    refused): the field named is asked again, and the answer sent only once it fits."""
+    schema = {"type": "object", "properties": {"country": {"type": "string"}, "postcode": {"type": "string"}},
+              "if": {"properties": {"country": {"const": "UK"}}},
+              "then": {"properties": {"postcode": {"minLength": 5}}}}
+    answer, prompts, shown = await _answer(["UK", "L1", "L1 8JQ"], schema)
+    assert orjson.loads(str(answer["content"])) == {"country": "UK", "postcode": "L1 8JQ"}
+    assert len(prompts) == 3 and "postcode" in prompts[2]
+    assert "not taken, postcode: 'L1' is too short" in shown
+    assert shown.index("not taken") < shown.index("✓ answered")
+
+
+async def test_a_refusal_that_names_no_field_asks_every_field_again_and_decline_still_ends_it() -> None:
+    schema = {"type": "object", "minProperties": 1, "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}
+    answer, prompts, shown = await _answer(["", "", "", "x"], schema)
+    assert orjson.loads(str(answer["content"])) == {"b": "x"}
+    assert len(prompts) == 4 and "not taken, {} should be non-empty" in shown
+    answer, prompts, shown = await _answer(["", "", "/decline"], schema)
+    assert answer == {"approved": False} and "✗ declined" in shown and "✓ answered" not in shown

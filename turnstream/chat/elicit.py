@@ -3,6 +3,13 @@ prompt per field of the requested schema (string, number, integer, boolean, a ch
 choices), checked as typed; an empty line leaves an optional field out. Several choices (an
 ``array`` whose items are an ``enum``, or ``anyOf`` constants) are given as their numbers or
 names separated by commas (``1, 3``), and go as an array, held to ``minItems`` and ``maxItems``.
+Each typed value is also held to its field's schema with the check the answer meets on
+submission (``elicitation.check_field``: ``minimum``, ``maxLength``, ``pattern``, ``format``
+and the rest), and the field asked again with the reason; the whole answer is then checked as
+a submission is (``elicitation.check_answer``), and a refused one asks the field it names again
+(every field, when it names none) rather than being sent to be refused. Where ``jsonschema`` is
+not installed (a ``--server`` chat without the ``mcp`` extra) these two checks are left to the
+server.
 ``/decline`` at any prompt or Ctrl-D declines (Ctrl-C cancels the turn, as anywhere in a turn).
 A question without fields (an MCP server asking to use the model, under
 ``TURNSTREAM_MCP_SAMPLING=ask``) is one yes-or-no prompt: only a yes accepts."""
@@ -15,6 +22,9 @@ from typing import Any
 import orjson
 from rich.console import Console
 from rich.markup import escape
+
+from ..elicitation import check_answer, check_field
+from ..errors import InvalidValue
 
 DECLINE = "/decline"
 YES, NO = ("y", "yes", "true", "1"), ("n", "no", "false", "0")
@@ -102,24 +112,51 @@ def _hint(prop: dict[str, Any], required: bool) -> str:
 _DECLINED, _SKIPPED = object(), object()
 
 
-async def _ask_field(ask: Callable[[str], Awaitable[str | None]], console: Console, key: str,
-                     prop: dict[str, Any], required: bool) -> Any:
-    """One field's value, asked until it fits; ``_SKIPPED`` for an optional field left empty,
-    ``_DECLINED`` when the user declines (``/decline`` or end of input)."""
-    label = str(prop.get("title") or key.replace("_", " "))
+def _refusal(check: Callable[..., None], *args: Any) -> InvalidValue | None:
+    """The ``InvalidValue`` that ``check(*args)`` raises, else None; None too without
+    ``jsonschema`` here, where the server is left to check."""
+    try:
+        check(*args)
+    except InvalidValue as exc:
+        return exc
+    except ImportError:
+        return None
+    return None
+
+
+def _label(key: str, prop: dict[str, Any]) -> str:
+    return str(prop.get("title") or key.replace("_", " "))
+
+
+def _prop(fields: dict[str, Any], key: str) -> dict[str, Any]:
+    prop = fields[key]
+    return prop if isinstance(prop, dict) else {}
+
+
+async def _ask_field(ask: Callable[[str], Awaitable[str | None]], console: Console, schema: dict[str, Any],
+                     key: str, prop: dict[str, Any], required: bool) -> Any:
+    """One field's value, asked until it fits (its type, then its schema); ``_SKIPPED`` for an
+    optional field left empty, ``_DECLINED`` when the user declines (``/decline`` or end of
+    input)."""
+    label = _label(key, prop)
     while True:
         line = await ask(f"[bold yellow]  {escape(label)}[/] [dim]({escape(_hint(prop, required))})[/] ")
         if line is None or line.strip() == DECLINE:
             return _DECLINED
         text = line.strip()
         try:
-            if text:
-                return _parse(prop, text)
-            if required:
-                raise ValueError("an answer (it is required)")
-            return _SKIPPED
+            if not text:
+                if required:
+                    raise ValueError("an answer (it is required)")
+                return _SKIPPED
+            value = _parse(prop, text)
         except ValueError as exc:
             console.print(f"[red]  {escape(label)} needs {escape(str(exc))}[/]", highlight=False)
+            continue
+        refused = _refusal(check_field, schema, key, value)
+        if refused is None:
+            return value
+        console.print(f"[red]  {escape(label)}: {escape(refused.message)}[/]", highlight=False)
 
 
 async def ask_elicitation(ask: Callable[[str], Awaitable[str | None]], console: Console, tool_name: str,
@@ -140,12 +177,23 @@ async def ask_elicitation(ask: Callable[[str], Awaitable[str | None]], console: 
         console.print("[green]✓ accepted[/]", highlight=False)
         return {"content": "{}"}
     content: dict[str, Any] = {}
-    for key, prop in fields.items():
-        value = await _ask_field(ask, console, key, prop if isinstance(prop, dict) else {}, key in required)
-        if value is _DECLINED:
-            console.print("[red]✗ declined[/]", highlight=False)
-            return {"approved": False}
-        if value is not _SKIPPED:
-            content[key] = value
+    asking = list(fields)
+    while True:
+        for key in asking:
+            value = await _ask_field(ask, console, schema, key, _prop(fields, key), key in required)
+            if value is _DECLINED:
+                console.print("[red]✗ declined[/]", highlight=False)
+                return {"approved": False}
+            content.pop(key, None)
+            if value is not _SKIPPED:
+                content[key] = value
+        refused = _refusal(check_answer, schema, content)
+        if refused is None:
+            break
+        first = refused.path[0] if refused.path else None
+        named = first if isinstance(first, str) and first in fields else None
+        where = f"{_label(named, _prop(fields, named))}: " if named else ""
+        console.print(f"[red]  not taken, {escape(where + refused.message)}; asked again[/]", highlight=False)
+        asking = [named] if named else list(fields)
     console.print("[green]✓ answered[/]", highlight=False)
     return {"content": orjson.dumps(content).decode()}
