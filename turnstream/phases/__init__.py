@@ -1,7 +1,8 @@
 """The phases of a turn, which ``loop.TurnRunner`` conducts (SPEC §3).
 
-* ``step``: one model call. The request built from the transcript, streamed into the
-  turn's recorder, requested again when the stream breaks or a tool call was cut off.
+* ``step``: one model call. The request built from the transcript and fitted to the model's
+  context window, streamed into the turn's recorder, requested again when the stream breaks,
+  a tool call was cut off or the request was refused as too long.
 * ``tool_round``: what becomes of a step's tool calls. Refused, run (after approval where
   needed), or left for the client, with the tool-effect ledger kept while they run.
 * ``resume``: picking a turn up after a pause or after its runner died, and the ``Course``

@@ -5,6 +5,9 @@ turn's blocks, the speaker's system prompt and tools, the attachments' bytes), s
 answer through the ``Assembler`` into the turn's recorder (every event emitted, every
 finished block kept), and requests the step again from the same transcript when the stream
 breaks after it began, or once, with a larger ``max_tokens``, when a tool call was cut off.
+Before it is sent, the request is fitted to the model's context window (``context.ContextFit``,
+one per model that speaks: old tool results cleared, announced with ``context_managed``); a
+refusal as too long before the stream began restarts the step once, fitted again.
 At the step boundary ``take_queued`` adds the messages the user sent meanwhile.
 
 What happens with the step's calls and stop reason is the conductor's decision
