@@ -5,9 +5,9 @@ when a call was cut off, and the messages queued at the step boundary."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
 from typing import Any
 
+from tests.support.recording import Recording
 from turnstream import tool
 from turnstream.agents import Persona
 from turnstream.blocks import Block, TextBlock, ToolUseBlock, UserBlock
@@ -16,27 +16,11 @@ from turnstream.lifecycle import TurnRecorder
 from turnstream.limits import Limits
 from turnstream.output import Repair
 from turnstream.phases.step import ModelStep, StepSettings
-from turnstream.providers.base import ModelRequest, ProviderEvent
-from turnstream.providers.scripted import ScriptedProvider
 from turnstream.retry import RetryPolicy
-from turnstream.scenarios.engine import Scenario
 from turnstream.store.memory import MemoryStore
 from turnstream.tools.tool import Tool
 
 FAST = Limits(retry=RetryPolicy(base_delay=0.0, max_delay=0.0))
-
-
-class Recording(ScriptedProvider):
-    """The scripted provider, keeping every request it was sent."""
-
-    def __init__(self, spec: dict[str, Any]) -> None:
-        super().__init__(Scenario({"name": "unit", **spec}))
-        self.requests: list[ModelRequest] = []
-
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
-        self.requests.append(request)
-        async for ev in super().stream(request):
-            yield ev
 
 
 @tool

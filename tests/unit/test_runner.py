@@ -4,9 +4,9 @@ when it calls the model again, what it refuses to run, how it restarts and how i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
 from typing import Any
 
+from tests.support.recording import Recording
 from turnstream import Tool, tool
 from turnstream.blocks import ToolResultBlock, ToolUseBlock, Turn
 from turnstream.errors import StreamBrokenError
@@ -16,27 +16,12 @@ from turnstream.limits import Limits
 from turnstream.loop import CANCELLED, CUT_OFF, LIMIT_REACHED, REPEATED, RunConfig, TurnRunner
 from turnstream.mock.validate import anthropic_errors
 from turnstream.providers.anthropic import request_body
-from turnstream.providers.base import ModelRequest, ProviderEvent
-from turnstream.providers.scripted import ScriptedProvider
+from turnstream.providers.base import ModelRequest
 from turnstream.retry import RetryPolicy
-from turnstream.scenarios.engine import Scenario
 from turnstream.store import MemoryStore
 from turnstream.transcript import build
 
 FAST = RetryPolicy(base_delay=0.0, max_delay=0.0)
-
-
-class Recording(ScriptedProvider):
-    """The scripted provider, keeping every request it was sent."""
-
-    def __init__(self, spec: dict[str, Any]) -> None:
-        super().__init__(Scenario({"name": "unit", **spec}))
-        self.requests: list[ModelRequest] = []
-
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
-        self.requests.append(request)
-        async for ev in super().stream(request):
-            yield ev
 
 
 def use(name: str, **input: Any) -> dict[str, Any]:

@@ -12,16 +12,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.mock_provider import MockHandle
+from tests.support.mock_provider import MockHandle, adapter
 from turnstream import Agent, ToolResultBlock, tool
 from turnstream.context.clearing import cleared_already
 from turnstream.events import ContextManaged, StepRestart, StreamEvent, TurnComplete
 from turnstream.limits import Limits
 from turnstream.mock import context_rules
-from turnstream.providers.anthropic import AnthropicProvider
 from turnstream.providers.base import Provider
-from turnstream.providers.openai_chat import OpenAIChatProvider
-from turnstream.providers.openai_responses import OpenAIResponsesProvider
 from turnstream.retry import RetryPolicy
 
 APIS = ["anthropic", "openai", "openai-responses"]
@@ -36,16 +33,9 @@ async def make(mock_provider: MockHandle, scenario_name: str) -> AsyncIterator[M
     made: list[Provider] = []
 
     def build(api: str, spec: dict[str, Any]) -> Provider:
-        name = mock_provider.scenario(f"{scenario_name}-{api}-mock-8k", spec)
-        p: Provider
-        if api == "anthropic":
-            p = AnthropicProvider(name, api_key="test-key", base_url=mock_provider.base_url)
-        elif api == "openai":
-            p = OpenAIChatProvider(name, api_key="test-key", base_url=mock_provider.base_url + "/v1")
-        else:
-            p = OpenAIResponsesProvider(name, api_key="test-key", base_url=mock_provider.base_url + "/v1")
-        made.append(p)
-        return p
+        made.append(adapter(api, mock_provider.scenario(f"{scenario_name}-{api}-mock-8k", spec),
+                            mock_provider.base_url))
+        return made[-1]
 
     yield build
     for p in made:
