@@ -22,7 +22,8 @@ TurnStopReason: TypeAlias = Literal[
 """Why a turn handed control back: a step's stop reason, or one the loop decided."""
 
 TurnStatus: TypeAlias = Literal["running", "awaiting_client", "complete", "failed", "cancelled", "interrupted"]
-BlockType: TypeAlias = Literal["text", "thinking", "redacted_thinking", "tool_use", "tool_result", "provider", "user"]
+BlockType: TypeAlias = Literal["text", "thinking", "redacted_thinking", "tool_use", "tool_result", "provider", "user",
+                               "compaction"]
 
 
 class Attachment(BaseModel):
@@ -119,8 +120,20 @@ class ProviderBlock(_Block):
     origin: str | None = None
 
 
+class CompactionBlock(_Block):
+    """A summary of the session's first ``covers`` turns, written by the model to fit its
+    context window (docs/context.md). Every later request sends it in place of those turns;
+    the turns stay stored whole. Kept in the turn that made it; never sent as itself."""
+
+    type: Literal["compaction"] = "compaction"
+    summary: str
+    covers: int
+    """How many of the session's first turns the summary stands for."""
+
+
 Block: TypeAlias = Annotated[
-    TextBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock | ToolResultBlock | ProviderBlock | UserBlock,
+    TextBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock | ToolResultBlock | ProviderBlock | UserBlock
+    | CompactionBlock,
     Field(discriminator="type"),
 ]
 BLOCK_ADAPTER: TypeAdapter[Block] = TypeAdapter(Block)
@@ -198,6 +211,7 @@ __all__ = [
     "Attachment",
     "Block",
     "BlockType",
+    "CompactionBlock",
     "ProviderBlock",
     "RedactedThinkingBlock",
     "Session",

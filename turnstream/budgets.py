@@ -116,11 +116,12 @@ class Meter:
         await rec.emit(StepUsage(step=step, usage=usage, cost_nano_usd=step_cost, turn_cost_nano_usd=turn_cost))
         return await self.charge(rec, step, usage)
 
-    async def sub_step(self, rec: TurnRecorder, step: int, usage: Usage, tool_use_id: str,
+    async def sub_step(self, rec: TurnRecorder, step: int, usage: Usage, tool_use_id: str | None,
                        estimate: Usage) -> BudgetReached | None:
         """A model call the running tool ``tool_use_id`` asked for during ``step`` (an MCP
-        server's sampling request): its ``usage`` event (a sub-step: ``tool_use_id`` set, the
-        turn's cost counting it), and the same charge as a step's, under a key of its own
+        server's sampling request), or, without one, that the step made for itself (a summary
+        of the conversation's first turns, docs/context.md): its ``usage`` event (a sub-step,
+        the turn's cost counting it), and the same charge as a step's, under a key of its own
         (``-(step * 1000 + n)`` for the runner's n-th one, so it never meets a step's).
         ``estimate`` is charged when the server sent no counts. A ceiling it reaches stops the
         turn at its next step, as a step's would; the reached scope is returned for the log."""

@@ -323,8 +323,9 @@ class StepUsage(EventBase):
 @dataclass(slots=True)
 class ContextManaged(EventBase):
     """A request was made smaller to fit the model's context window (docs/context.md): the
-    results of ``cleared`` (tool call ids, oldest first) were left out of what was sent, and
-    its estimated input went from ``tokens_before`` to ``tokens_after`` of ``window``.
+    results of ``cleared`` (tool call ids, oldest first) were left out of what was sent, the
+    first ``summarised`` turns sent as a summary, and its estimated input went from
+    ``tokens_before`` to ``tokens_after`` of ``window``.
     ``retry``: the provider had refused the request as too long. Stored; the blocks are not
     changed, only what the step sent."""
 
@@ -335,16 +336,20 @@ class ContextManaged(EventBase):
     tokens_after: int = 0
     window: int = 0
     retry: bool = False
+    summarised: int = 0
+    """The session's first turns a summary now stands for (a ``compaction`` block), 0 if none."""
 
     def data(self) -> dict[str, Any]:
         return {"step": self.step, "cleared": self.cleared, "tokens_before": self.tokens_before,
-                "tokens_after": self.tokens_after, "window": self.window, "retry": self.retry}
+                "tokens_after": self.tokens_after, "window": self.window, "retry": self.retry,
+                "summarised": self.summarised}
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any], *, turn_id: str = "", n: int = 0) -> ContextManaged:
         return cls(step=as_int(data["step"]), cleared=[as_str(c) for c in data["cleared"]],
                    tokens_before=as_int(data["tokens_before"]), tokens_after=as_int(data["tokens_after"]),
-                   window=as_int(data["window"]), retry=as_bool(data["retry"]), turn_id=turn_id, n=n)
+                   window=as_int(data["window"]), retry=as_bool(data["retry"]),
+                   summarised=as_int(data["summarised"]), turn_id=turn_id, n=n)
 
 
 @dataclass(slots=True)

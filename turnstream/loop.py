@@ -81,13 +81,13 @@ class TurnRunner:
         self._speaking = Persona("", config.provider, config.system, plain, config.thinking_budget,
                                  config.output, output_via=config.output_via)
         self._answer = AnswerCheck(config.limits.max_steps)
+        self._meter = Meter(store, config.limits.budgets, config.provider.origin, config.prices)
         self._model_step = ModelStep(store, StepSettings(
             limits=config.limits, live_deltas=config.live_deltas, telemetry=config.telemetry,
-            prompt_cache_key=config.prompt_cache_key, team=config.team is not None))
+            prompt_cache_key=config.prompt_cache_key, team=config.team is not None, meter=self._meter))
         self._task: asyncio.Task[Any] | None = None
         self._cancel_requested = False
         self._abandon = False
-        self._meter = Meter(store, config.limits.budgets, config.provider.origin, config.prices)
         self.taken_over = False
         """Another process took this turn over while this runner drove it: it wrote nothing
         more, and nobody here may end the turn."""

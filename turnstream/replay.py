@@ -9,12 +9,14 @@ from rich.markup import escape
 
 from .blocks import (
     Block,
+    CompactionBlock,
     ProviderBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    UserBlock,
 )
 from .settings import DatabaseURL
 from .store import open_store
@@ -37,6 +39,10 @@ def describe(block: Block) -> str:
         return head + f"[{style}]← {escape(block.content[:2000])}[/{style}]"
     if isinstance(block, ProviderBlock):
         return head + f"[magenta]{block.provider} {escape(str(block.data.get('type', 'block')))}[/magenta]"
+    if isinstance(block, UserBlock):
+        return head + f"[green]user, while it worked: {escape(block.text)}[/green]"
+    if isinstance(block, CompactionBlock):
+        return head + f"[yellow]summary of the first {block.covers} turns: {escape(block.summary)}[/yellow]"
     raise AssertionError(f"unknown block {block!r}")
 
 

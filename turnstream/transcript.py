@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 
 from .blocks import (
     Block,
+    CompactionBlock,
     ProviderBlock,
     RedactedThinkingBlock,
     TextBlock,
@@ -47,7 +48,7 @@ def turn_messages(user_input: str, blocks: Sequence[Block]) -> list[Message]:
     for b in sorted(blocks, key=lambda b: b.seq):
         by_step.setdefault(b.step, []).append(b)
     for step in sorted(by_step):
-        said = [b for b in by_step[step] if not isinstance(b, ToolResultBlock | UserBlock)]
+        said = [b for b in by_step[step] if not isinstance(b, ToolResultBlock | UserBlock | CompactionBlock)]
         heard: list[Block] = [b for b in by_step[step] if isinstance(b, ToolResultBlock)]
         heard += [b for b in by_step[step] if isinstance(b, UserBlock)]
         if said:
@@ -176,9 +177,28 @@ def _pair_results(calls: list[ToolUseBlock], user_blocks: list[Block | str], rep
     return [*results, *rest]
 
 
+def latest_compaction(history: Sequence[tuple[str, Sequence[Block]]]) -> tuple[int, CompactionBlock | None]:
+    """The newest summary of the conversation's first turns, and how many turns of
+    ``history`` it stands for (never the turn that holds it, nor a later one)."""
+    for i in range(len(history) - 1, -1, -1):
+        for b in reversed(history[i][1]):
+            if isinstance(b, CompactionBlock):
+                return min(b.covers, i), b
+    return 0, None
+
+
+def summary_message(c: CompactionBlock, covers: int) -> Message:
+    """What the model reads in place of the turns a summary stands for."""
+    return Message("user", [f"[A summary of the first {covers} turns of this conversation, written to fit the "
+                            f"model's context window; the turns themselves are kept but not sent:]\n\n{c.summary}"])
+
+
 def build(history: Iterable[tuple[str, Sequence[Block]]], origin: str) -> tuple[list[Message], list[str]]:
-    """Messages for the next call from (input, blocks) of each turn, oldest first, repaired."""
-    raw: list[Message] = []
-    for user_input, blocks in history:
+    """Messages for the next call from (input, blocks) of each turn, oldest first, repaired.
+    The turns the newest summary stands for are sent as that summary (``CompactionBlock``)."""
+    turns = history if isinstance(history, Sequence) else list(history)
+    covers, summary = latest_compaction(turns)
+    raw: list[Message] = [summary_message(summary, covers)] if summary is not None else []
+    for user_input, blocks in turns[covers:]:
         raw.extend(turn_messages(user_input, blocks))
     return repair(raw, origin)

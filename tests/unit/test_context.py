@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx2 as httpx
@@ -10,8 +11,9 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from turnstream.blocks import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, Usage
+from turnstream.blocks import CompactionBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, Usage
 from turnstream.context.clearing import clear_tool_results, cleared_already
+from turnstream.context.compaction import conversation_text, plan
 from turnstream.context.estimate import (
     ATTACHMENT_TOKENS,
     CONSERVATIVE_CHARS_PER_TOKEN,
@@ -29,6 +31,7 @@ from turnstream.mock.server import MockProvider
 from turnstream.providers.base import Message, ModelRequest, ToolSpec
 from turnstream.providers.http import _error_from_body
 from turnstream.providers.openai_chat import stream_error
+from turnstream.transcript import build, latest_compaction
 
 
 def test_windows_by_name_prefix_and_default() -> None:
@@ -253,3 +256,45 @@ def test_the_answer_never_asks_for_more_than_half_the_window() -> None:
     big = ModelRequest(model="m", messages=[Message("user", ["hi"])], max_tokens=8192)
     ContextFit("anthropic:claude-sonnet-4-5", Limits(), "s-half").fit(big, 1)
     assert big.max_tokens == 8192
+
+
+def _history(n: int) -> list[tuple[str, list[Any]]]:
+    out: list[tuple[str, list[Any]]] = []
+    for i in range(n):
+        out.append((f"question {i}", [
+            ToolUseBlock(seq=0, step=1, tool_use_id=f"c{i}", name="run_cell", input={"cell": i}),
+            ToolResultBlock(seq=1, step=1, tool_use_id=f"c{i}", content=f"output {i} " + "z" * 1_000),
+            TextBlock(seq=2, step=2, text=f"answer {i}"),
+        ]))
+    return out
+
+
+def test_a_summary_is_sent_in_place_of_the_turns_it_covers() -> None:
+    history = _history(5)
+    summary = CompactionBlock(seq=3, step=1, summary="They ran five cells.", covers=3)
+    history[4][1].append(summary)  # made during the fifth turn
+    messages, _ = build(history, "anthropic:claude-sonnet-4-5")
+    sent = json.dumps([[b if isinstance(b, str) else b.model_dump() for b in m.blocks] for m in messages])
+    assert "question 0" not in sent and "question 2" not in sent and "output 1" not in sent
+    assert "question 3" in sent and "question 4" in sent and "They ran five cells." in sent
+    first = messages[0].blocks[0]
+    assert messages[0].role == "user" and isinstance(first, str) and first.startswith("[A summary of the first 3 turns")
+    assert not any(isinstance(b, CompactionBlock) for m in messages for b in m.blocks)
+
+
+def test_a_newer_summary_wins_and_never_covers_its_own_turn() -> None:
+    history = _history(4)
+    history[1][1].append(CompactionBlock(seq=3, step=1, summary="old", covers=1))
+    history[3][1].append(CompactionBlock(seq=3, step=1, summary="new", covers=99))
+    covers, c = latest_compaction(history)
+    assert c is not None and c.summary == "new" and covers == 3
+
+
+def test_what_a_new_summary_covers_and_reads() -> None:
+    assert plan(10, 0) == 8 and plan(3, 1) == 2 and plan(2, 1) == 2 - 0 and plan(1, 1) is None
+    text = conversation_text(_history(3)[1:], CompactionBlock(seq=0, step=0, summary="S0", covers=1), 10_000)
+    assert text.startswith("Summary of what came before:\nS0\n\nThen:\n")
+    assert "User: question 1" in text and "Assistant called run_cell(" in text and "answer 2" in text
+    assert "run_cell returned: output 1 " in text and "z" * 400 not in text  # results cut
+    short = conversation_text(_history(30), None, 2_000)
+    assert len(short) <= 2_000 and short.startswith("[…]") and "answer 29" in short  # the newest part kept

@@ -94,7 +94,7 @@ events: st.SearchStrategy[StreamEvent] = st.one_of(
               message=st.none() | text, **meta),
     st.builds(StepRestart, step=small, reason=text, **meta),
     st.builds(ContextManaged, step=small, cleared=st.lists(ids, max_size=4), tokens_before=small,
-              tokens_after=small, window=small, retry=st.booleans(), **meta),
+              tokens_after=small, window=small, retry=st.booleans(), summarised=small, **meta),
     st.builds(TurnComplete, status=st.sampled_from(get_args(TurnStatus)),
               stop_reason=st.none() | st.sampled_from(get_args(TurnStopReason)), usage=usages, steps=small,
               **meta),

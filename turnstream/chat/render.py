@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
-from ..blocks import ThinkingBlock, ToolResultBlock, ToolUseBlock, Usage, UserBlock
+from ..blocks import CompactionBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, Usage, UserBlock
 from ..events import (
     BlockDelta,
     BlockStart,
@@ -43,9 +43,14 @@ RESULT_PREVIEW_LINE_CHARS = 200
 
 def context_notice(ev: ContextManaged) -> str:
     """One line saying what was left out of a request to fit the model's context."""
-    results = f"{len(ev.cleared)} old tool result{'s' if len(ev.cleared) != 1 else ''}"
+    what = []
+    if ev.cleared:
+        what.append(f"{len(ev.cleared)} old tool result{'s' if len(ev.cleared) != 1 else ''} left out of what "
+                    "the model reads")
+    if ev.summarised:
+        what.append(f"the first {ev.summarised} turns sent as a summary")
     why = "the model refused the request as too long; " if ev.retry else ""
-    return (f"✂ {why}{results} left out of what the model reads, to fit its context "
+    return (f"✂ {why}{', and '.join(what)}, to fit its context "
             f"(~{ev.tokens_before:,} → ~{ev.tokens_after:,} of {ev.window:,} tokens; the chat keeps them)")
 
 
@@ -271,6 +276,8 @@ class Renderer:
         elif isinstance(block, UserBlock):
             if block.text:  # a message sent while the turn ran, read from the next step on
                 self._line(f"[bold green]you, while it worked ›[/] {escape(block.text)}")
+        elif isinstance(block, CompactionBlock):
+            self._line(f"[dim]✂ the first {block.covers} turns are sent to the model as a summary from here on[/]")
         elif blk is None or not blk.streamed:
             # Not streamed: a block with no deltas, or one replayed by a resumed stream, which
             # carries finished blocks instead of the deltas it missed (block_start included).

@@ -58,6 +58,12 @@ class ContextFit:
         rate = RATES.get(self.key)
         self.estimator = TokenEstimator() if rate is None else TokenEstimator(rate, measured=True)
         self.sent = Sent()
+        self.over = False
+        """The last request fitted is still over the line: clearing was not enough."""
+        self.line = 0
+        """The last request's line, in tokens."""
+        self.before = self.after = 0
+        """The last request's estimate before and after clearing."""
 
     def fit(self, request: ModelRequest, step: int, *, refused: bool = False) -> ContextManaged | None:
         """Clear what ``request`` must lose to fit (its ``messages`` are replaced), and say
@@ -70,7 +76,8 @@ class ContextFit:
         line = input_budget(self.window, request.max_tokens, self.fraction)
         if refused:
             line //= 2
-        self.sent = Sent(chars, attachments)
+        self.sent, self.line, self.over = Sent(chars, attachments), line, before > line
+        self.before = self.after = before
         if before <= line:
             return None
         messages = request.messages
@@ -83,7 +90,8 @@ class ContextFit:
             return None
         chars, attachments = request_chars(request)
         self.sent = Sent(chars, attachments)
-        after = est.tokens(chars, attachments)
+        self.after = after = est.tokens(chars, attachments)
+        self.over = after > line
         if after + request.max_tokens > self.window:  # could not get under the line: leave the answer what is left
             request.max_tokens = max(MIN_OUTPUT, self.window - after)
         return ContextManaged(step=step, cleared=[c.tool_use_id for c in cleared], tokens_before=before,

@@ -24,19 +24,21 @@ from typing import TYPE_CHECKING
 
 from ..agents import Persona, thinking_allowed
 from ..assemble import Assembler
-from ..blocks import Block, StopReason, ToolResultBlock, ToolUseBlock, UserBlock
-from ..context.fit import ContextFit
+from ..blocks import Block, CompactionBlock, StopReason, ToolResultBlock, ToolUseBlock, Usage, UserBlock
+from ..budgets import CHARS_PER_TOKEN, Meter
+from ..context.compaction import conversation_text, plan, summarise
+from ..context.fit import MIN_OUTPUT, ContextFit
 from ..context.overflow import is_context_overflow
 from ..errors import ProviderError, StreamBrokenError
-from ..events import BlockDelta, BlockStart, BlockStop, BudgetReached, StepRestart, StepStart
+from ..events import BlockDelta, BlockStart, BlockStop, BudgetReached, ContextManaged, StepRestart, StepStart
 from ..lifecycle import TurnRecorder
 from ..limits import Limits
 from ..output import PartialOutputs, Repair, output_format
-from ..providers.base import Message, ModelRequest, ProviderEvent, ToolSpec
+from ..providers.base import Message, ModelRequest, Provider, ProviderEvent, ToolSpec
 from ..retry import stream_with_retries
 from ..store.protocol import Store
 from ..tools.tool import Tool
-from ..transcript import build
+from ..transcript import build, latest_compaction
 
 if TYPE_CHECKING:
     from ..telemetry.otel import Telemetry
@@ -59,6 +61,8 @@ class StepSettings:
     """None: one per session, from its id."""
     team: bool = False
     """Several agents speak: thinking is asked for only where the transcript allows it."""
+    meter: Meter | None = None
+    """Charges a summary's model call (compaction) to the budgets, as a sub-step."""
 
 
 @dataclass(slots=True)
@@ -107,23 +111,8 @@ class ModelStep:
         provider = sp.provider
         while True:
             await rec.emit(StepStart(step=step, max_steps=limits.max_steps))
-            transcript = [*history, (rec.user_input, rec.blocks)]
-            messages = (repair.build(transcript, provider.origin) if repair.used
-                        else build(transcript, provider.origin)[0])
-            thinking = sp.thinking_budget if not cfg.team or thinking_allowed(messages) else None
-            specs = [ToolSpec(t.name, t.description, t.input_schema) for t in tools.values()]
-            request = ModelRequest(model=provider.model, messages=messages, system=sp.system, tools=specs,
-                                   tool_choice="none" if final else "auto",
-                                   max_tokens=self.max_tokens, thinking_budget=thinking,
-                                   output=(output_format(sp.output) if sp.output is not None
-                                           and sp.output_via == "native" else None),
-                                   media=await self.media_of(messages),
-                                   cache_key=cfg.prompt_cache_key if cfg.prompt_cache_key is not None
-                                   else f"turnstream-{rec.session_id}")
             fit = self.context_fit(provider.origin, rec.session_id)
-            managed = fit.fit(request, step, refused=refused)
-            if managed is not None:
-                await rec.emit(managed)
+            transcript, request = await self._request(rec, step, sp, tools, history, repair, final, fit, refused)
             taken = {b.tool_use_id for _, blocks in transcript for b in blocks if isinstance(b, ToolUseBlock)}
             asm = Assembler(step=step, first_seq=len(rec.blocks), origin=provider.origin,
                             provider=provider.name, snapshots=live, taken_ids=taken)
@@ -187,6 +176,73 @@ class ModelStep:
                     b.input_error = f"cut off by max_tokens={self.max_tokens}"
             self.current = None
             return asm
+
+    async def _request(self, rec: TurnRecorder, step: int, sp: Persona, tools: Mapping[str, Tool],
+                       history: History, repair: Repair, final: bool, fit: ContextFit,
+                       refused: bool) -> tuple[list[tuple[str, Sequence[Block]]], ModelRequest]:
+        """The step's request, fitted to the model's context window: old tool results cleared,
+        and, when that is not enough, the first turns summarised (once) and the request built
+        again; what was done is announced by one ``context_managed``."""
+        cfg, provider = self.settings, sp.provider
+        summarised, before = 0, 0
+        while True:
+            transcript = [*history, (rec.user_input, rec.blocks)]
+            messages = (repair.build(transcript, provider.origin) if repair.used
+                        else build(transcript, provider.origin)[0])
+            thinking = sp.thinking_budget if not cfg.team or thinking_allowed(messages) else None
+            specs = [ToolSpec(t.name, t.description, t.input_schema) for t in tools.values()]
+            request = ModelRequest(model=provider.model, messages=messages, system=sp.system, tools=specs,
+                                   tool_choice="none" if final else "auto",
+                                   max_tokens=self.max_tokens, thinking_budget=thinking,
+                                   output=(output_format(sp.output) if sp.output is not None
+                                           and sp.output_via == "native" else None),
+                                   media=await self.media_of(messages),
+                                   cache_key=cfg.prompt_cache_key if cfg.prompt_cache_key is not None
+                                   else f"turnstream-{rec.session_id}")
+            managed = fit.fit(request, step, refused=refused)
+            before = before or fit.before
+            if summarised or not fit.over:
+                break
+            summarised = await self.compact(rec, step, provider, transcript, fit)
+            if not summarised:
+                break
+        if summarised:
+            managed = ContextManaged(step=step, cleared=managed.cleared if managed is not None else [],
+                                     tokens_before=before, tokens_after=fit.after, window=fit.window,
+                                     retry=refused, summarised=summarised)
+        if managed is not None:
+            await rec.emit(managed)
+        return transcript, request
+
+    async def compact(self, rec: TurnRecorder, step: int, provider: Provider,
+                      transcript: Sequence[tuple[str, Sequence[Block]]], fit: ContextFit) -> int:
+        """Summarise the conversation's first turns (``context/compaction.py``) into a
+        ``compaction`` block of this turn, metered as a sub-step; how many turns the summary now
+        stands for, or 0 when there is nothing more to summarise or the model did not answer."""
+        covered, previous = latest_compaction(transcript)
+        covers = plan(len(transcript) - 1, covered)
+        if covers is None:
+            return 0
+        text = conversation_text(transcript[covered:covers], previous,
+                                 int(fit.window // 2 * fit.estimator.chars_per_token))
+        try:
+            summary, usage = await summarise(provider, text, max_tokens=max(MIN_OUTPUT, min(2048, fit.window // 8)),
+                                             retry=self.settings.limits.retry)
+        except ProviderError as exc:
+            log.warning("turn %s: the summary of its first %d turns failed: %s", rec.turn_id, covers, exc)
+            return 0
+        if not summary:
+            return 0
+        rec.usage = rec.usage + usage
+        if self.settings.meter is not None:
+            estimate = Usage(input_tokens=-(-len(text) // CHARS_PER_TOKEN),
+                             output_tokens=-(-len(summary) // CHARS_PER_TOKEN))
+            await self.settings.meter.sub_step(rec, step, usage, None, estimate)
+        # Filed under the step before this one, so that a restart of this step (which drops
+        # its blocks) keeps it.
+        await rec.add_block(CompactionBlock(seq=len(rec.blocks), step=max(0, step - 1), summary=summary,
+                                            covers=covers))
+        return covers
 
     async def restart(self, rec: TurnRecorder, step: int, reason: str) -> None:
         """Drop what step ``step`` wrote (kept and stored) and announce it is requested again."""

@@ -72,6 +72,11 @@ class BlockView {
           h("div", { class: "tool-label", text: "Tool result" }), this.body);
       case "provider":
         return h("div", { class: "block block-provider muted", text: "(provider block)" });
+      case "compaction":
+        // The first turns, summarised to fit the model's context: the turns stay on the page.
+        this.body = h("div", { class: "msg-body" });
+        return h("details", { class: "block block-compaction muted" },
+          h("summary", { text: "Earlier turns summarised to fit the model's context" }), this.body);
       case "user":
         // A message sent while the turn ran, as the model received it (step 0: the input's
         // attachments, shown with the input instead).
@@ -111,6 +116,11 @@ class BlockView {
         this.card.untimed = this.turn.stored; // a stored call ran long ago: its time is its result's
         if (this.card.state === "streaming") this.card.setState("running");
       } else if (block.type === "user") this.showUser(block);
+      else if (block.type === "compaction") {
+        this.node.querySelector("summary").textContent =
+          `The first ${block.covers} turns are sent to the model as this summary from here on (they stay here)`;
+        this.body.textContent = block.summary;
+      }
     }
     this.render();
   }
@@ -147,6 +157,7 @@ class BlockView {
       case "tool_result":
       case "provider":
       case "user":
+      case "compaction":
         break;
       default:
         this.body.innerHTML = renderMarkdown(this.text);
@@ -555,7 +566,10 @@ function budgetWarning(w) {
 function contextNotice(c) {
   const n = c.cleared.length;
   const why = c.retry ? "The model refused the request as too long: " : "";
-  return `${why}${n} old tool result${n === 1 ? "" : "s"} left out of what the model reads, to fit its context `
+  const what = [];
+  if (n) what.push(`${n} old tool result${n === 1 ? "" : "s"} left out of what the model reads`);
+  if (c.summarised) what.push(`the first ${c.summarised} turns sent as a summary`);
+  return `${why}${what.join(", and ")}, to fit its context `
     + `(~${c.tokens_before.toLocaleString()} → ~${c.tokens_after.toLocaleString()} of `
     + `${c.window.toLocaleString()} tokens). The chat keeps them.`;
 }
