@@ -199,9 +199,10 @@ async def test_the_line_is_the_free_places_and_the_turns_that_ended_within_the_w
         assert adm.line() == 3  # three places free: a burst of three waits only for the pacing
         adm.running = 3
         assert adm.line() == 1
-        for _ in range(3):
-            adm.release()  # three ended within the wait (and their places are free again)
-        assert adm.line() == 6
+        for _ in range(4):
+            adm.release()  # four ended within the wait: half as many places free up in half of it
+        adm.running = 3
+        assert adm.line() == 2
     finally:
         await adm.aclose()
 
@@ -269,3 +270,15 @@ async def test_the_watcher_stops_when_idle_and_restarts_on_demand() -> None:
     await adm.admit()
     assert adm._watcher is not None
     await adm.aclose()
+
+
+async def test_turns_started_past_the_limit_shorten_the_line() -> None:
+    adm = make(2, max_wait=3600, min_line=1)
+    try:
+        adm.running = 2
+        for _ in range(6):
+            adm.release()  # six ended lately: three places will come free in half the wait ...
+        adm.running = 4  # ... but two turns run past the limit, and take the first two
+        assert adm.line() == 1
+    finally:
+        await adm.aclose()

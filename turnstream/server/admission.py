@@ -18,16 +18,17 @@ instead, and makes the overflow wait before it starts:
 * admission is a promise kept either way: a turn starts within ``max_wait`` seconds
   (``TURNSTREAM_ADMIT_WAIT_S``, 2 s), or it is refused at once (``Overloaded``: ``503`` with
   ``Retry-After``, before anything is stored), so a load balancer can send it to another
-  process and a client knows. The line is as long as the places free under the limit (a
-  burst waits only for the pacing) plus the turns that ended in the last ``max_wait``
-  seconds (at least ``MIN_LINE``): that many places free up in the next ones too, so a turn
-  let into the line starts in time. One that did not get a place by its
-  deadline anyway (turns ended more slowly than before) starts then, past the limit: the
-  limit is a soft bound on load, the wait a promise to a user. That deadline is
-  ``START_SHARE`` of the wait, not all of it: the promise is the turn's first event, and
-  opening the turn (its row, its first frame through a busy loop and a load balancer) takes
-  its own tenth of a second on a saturated machine (a forced start at the full 2 s put the
-  first event at 2.06-2.13 s in the cluster's overload test).
+  process and a client knows. A turn waits in line at most ``patience`` seconds
+  (``START_SHARE`` of the wait): the promise is the turn's first event, and opening the turn
+  (its row, its first frame through a busy loop and a load balancer) needs the rest (a start
+  at the full 2 s put the first event at 2.06-2.13 s in the cluster's overload test). The
+  line is as long as the places free under the limit (a burst waits only for the pacing)
+  plus half the turns that ended in the last ``patience`` seconds (at least ``MIN_LINE``):
+  about as many places free up in half that time, so a turn let into the line starts in time
+  even where the loop runs late (a full ``patience``'s worth let the p99 of a node flooded
+  past its cap reach 2.4 s). One
+  that did not get a place by then anyway (turns ended more slowly than before) starts,
+  past the limit: the limit is a soft bound on load, the wait a promise to a user.
 
 Why it is shaped so, from the server bench at 1,000 concurrent turns (docs/performance.md):
 a turn let in now loads the loop over its whole life, so the lag shows an admission a
@@ -83,6 +84,8 @@ class Admission:
         self.max_lag = max_lag
         self.interval = interval
         self.max_wait = max_wait
+        self.patience = max_wait * START_SHARE
+        """How long a turn waits in line for a place before it starts anyway."""
         self.min_line = min_line
         self.limit = limit
         """Admitted turns that may run at once (moves with the lag)."""
@@ -94,7 +97,7 @@ class Admission:
         self.forced = 0
         """Turns started past the limit because their wait ran out."""
         self._ended: deque[float] = deque()
-        """When admitted turns ended, over the last ``max_wait`` seconds."""
+        """When admitted turns ended, over the last ``patience`` seconds."""
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._watcher: asyncio.Task[None] | None = None
         self._ticks = 0
@@ -129,7 +132,7 @@ class Admission:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.append(fut)
         try:
-            await asyncio.wait_for(asyncio.shield(fut), self.max_wait * START_SHARE)
+            await asyncio.wait_for(asyncio.shield(fut), self.patience)
         except TimeoutError:
             if not fut.done():  # its promise is due: it starts now, past the limit
                 fut.set_result(None)
@@ -148,12 +151,16 @@ class Admission:
 
     def line(self) -> int:
         """How many turns may wait: the places free under the limit now (a burst waits only
-        for the pacing), plus as many as ended in the last ``max_wait`` seconds."""
+        for the pacing; negative while turns run past it), plus half as many as ended in the
+        last ``patience`` seconds: about that many places free up in half the time a turn may
+        wait, so the last in line starts with time to spare on a loop that runs late."""
         ended = self._ended
-        horizon = time.monotonic() - self.max_wait
+        horizon = time.monotonic() - self.patience
         while ended and ended[0] < horizon:
             ended.popleft()
-        return max(self.min_line, max(0, self.limit - self.running) + len(ended))
+        # Turns started past the limit (their wait ran out) take places before anyone in line:
+        # they count against the places the ended turns free.
+        return max(self.min_line, self.limit - self.running + len(ended) // 2)
 
     def retry_after(self) -> int:
         """Seconds a refused client should wait: about how long the line takes to clear at
@@ -161,7 +168,7 @@ class Admission:
         ended = len(self._ended)
         if not ended:
             return min(MAX_RETRY_AFTER, max(1, math.ceil(self.max_wait)))
-        return min(MAX_RETRY_AFTER, max(1, math.ceil(len(self._waiting) * self.max_wait / ended)))
+        return min(MAX_RETRY_AFTER, max(1, math.ceil(len(self._waiting) * self.patience / ended)))
 
     def release(self) -> None:
         """An admitted turn ended (or will not start after all)."""
@@ -171,7 +178,7 @@ class Admission:
         now = time.monotonic()
         ended = self._ended
         ended.append(now)
-        while ended[0] < now - self.max_wait:
+        while ended[0] < now - self.patience:
             ended.popleft()
         self._let_in()
 
