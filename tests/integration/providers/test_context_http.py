@@ -147,3 +147,33 @@ async def test_what_cannot_fit_fails_saying_so(api: str, make: Make, mock_provid
     assert errors and errors[-1].code == "context_too_long"  # type: ignore[union-attr]
     assert "too long for" in errors[-1].message and "new chat" in errors[-1].message  # type: ignore[union-attr]
     assert len(sent(mock_provider, p, api)) == 2, "asked once more, then given up"
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_refused_request_is_retried_after_compaction(api: str, make: Make, mock_provider: MockHandle,
+                                                              scenario_name: str) -> None:
+    """No tool results to clear: the refused request is fitted again by summarising the first
+    turn, and the retry succeeds."""
+    spec = {"replies": [{"when": {"input": "^Summarise the conversation"},
+                         "steps": [{"blocks": [{"type": "text", "text": "They sent a long line of a."}]}]}],
+            "steps": [{"blocks": [{"type": "text", "text": "Noted."}]}]}
+    p = make(api, spec)
+    agent = Agent(p, limits=limits(max_steps=2, context_fraction=1.0), session_id=f"{scenario_name}-{api}")
+    for message in ("a" * 8_000, "b" * 8_000):  # the estimate learns the rate of plain ASCII
+        done = [ev async for ev in agent.stream(message)][-1]
+        assert isinstance(done, TurnComplete) and done.status == "complete"
+    events = [ev async for ev in agent.stream("é" * 9_000)]  # twice the bytes per character: refused
+    done = events[-1]
+    assert isinstance(done, TurnComplete) and done.status == "complete", done
+    managed = [e for e in events if isinstance(e, ContextManaged)]
+    assert len(managed) == 1 and managed[0].retry and managed[0].summarised == 1 and not managed[0].cleared
+    bodies = sent(mock_provider, p, api)
+    summary_requests = [b for b in bodies if "Summarise the conversation" in json.dumps(b)]
+    assert len(summary_requests) == 1 and "a" * 1_000 in json.dumps(summary_requests[0])
+    turn_requests = [b for b in bodies if b not in summary_requests]
+    assert len(turn_requests) == 4 and not fits(turn_requests[2], api) and fits(turn_requests[3], api)
+    assert "b" * 1_000 in json.dumps(turn_requests[3])  # the turn after the summary is sent as it was
+    assert "a" * 1_000 not in json.dumps(turn_requests[3]) and "They sent a long line of a." in json.dumps(
+        turn_requests[3])
+    turn = await agent.store.get_turn(done.turn_id)
+    assert turn is not None and [b.type for b in turn.blocks] == ["compaction", "text"]
