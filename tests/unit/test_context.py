@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from turnstream.blocks import CompactionBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, Usage
+from turnstream.chat.render import context_notice
 from turnstream.context.clearing import clear_tool_results, cleared_already
 from turnstream.context.compaction import conversation_text, plan
 from turnstream.context.estimate import (
@@ -25,12 +26,15 @@ from turnstream.context.fit import RATES, ContextFit
 from turnstream.context.overflow import is_context_overflow, stated_window
 from turnstream.context.windows import DEFAULT_CONTEXT_TOKENS, SEEN, context_window, input_budget
 from turnstream.errors import ProviderStatusError
+from turnstream.events import ContextManaged
 from turnstream.limits import Limits
 from turnstream.mock import context_rules
 from turnstream.mock.server import MockProvider
 from turnstream.providers.base import Message, ModelRequest, ToolSpec
 from turnstream.providers.http import _error_from_body
 from turnstream.providers.openai_chat import stream_error
+from turnstream.server.agui import CONTEXT_EVENT, AGUIEncoder
+from turnstream.server.aisdk import CONTEXT_PART, UIMessageStreamEncoder
 from turnstream.transcript import build, latest_compaction
 
 
@@ -298,3 +302,18 @@ def test_what_a_new_summary_covers_and_reads() -> None:
     assert "run_cell returned: output 1 " in text and "z" * 400 not in text  # results cut
     short = conversation_text(_history(30), None, 2_000)
     assert len(short) <= 2_000 and short.startswith("[…]") and "answer 29" in short  # the newest part kept
+
+
+def test_the_notice_reaches_every_wire_and_both_chats() -> None:
+    ev = ContextManaged(step=3, cleared=["c0", "c1"], tokens_before=7_412, tokens_after=5_120, window=8_192,
+                        retry=False, summarised=12, turn_id="t", n=9)
+    for version in (5, 6, 7):
+        chunks = UIMessageStreamEncoder(version=version)._event(ev)  # type: ignore[arg-type]
+        assert chunks == [{"type": CONTEXT_PART, "transient": True, "data": ev.data()}]
+    assert AGUIEncoder(thread_id="th", run_id="r", model="m")._event(ev) == [
+        {"type": "CUSTOM", "name": CONTEXT_EVENT, "value": ev.data()}]
+    assert context_notice(ev) == ("✂ 2 old tool results left out of what the model reads, and the first 12 turns "
+                                  "sent as a summary, to fit its context (~7,412 → ~5,120 of 8,192 tokens; the "
+                                  "chat keeps them)")
+    retried = ContextManaged(cleared=["c0"], tokens_before=10, tokens_after=5, window=100, retry=True)
+    assert context_notice(retried).startswith("✂ the model refused the request as too long; 1 old tool result left")
