@@ -47,7 +47,7 @@ serve: $(if $(wildcard $(STAMP)),$(STAMP),$(SERVE_STAMP)) web-assets sandbox
 
 # Every notebook kernel runs in a bubblewrap sandbox (docs/security.md).
 sandbox:
-	@bash scripts/ensure-bubblewrap.sh
+	@bash scripts/ensure-package.sh bubblewrap bwrap "the notebook sandbox"
 
 postgres:
 	@bash scripts/ensure-postgres.sh
@@ -87,7 +87,7 @@ interop: $(STAMP)
 # PostgreSQL of its own, three `turnstream serve` each in a network namespace of its own, and
 # HAProxy (deploy/haproxy.cfg) on 127.0.0.1:8000. It keeps running; `make cluster-down` removes it.
 cluster: $(STAMP) sandbox postgres web-assets
-	@bash scripts/ensure-haproxy.sh
+	@bash scripts/ensure-package.sh haproxy haproxy "the cluster's load balancer"
 	@$(BIN)/python -m tests.support.cluster up $(CLUSTER_ARGS)
 
 cluster-down:
@@ -95,7 +95,7 @@ cluster-down:
 
 # The cluster suite (tests/cluster): real nodes, HAProxy and PostgreSQL, one cluster per test (root).
 test-cluster: $(STAMP) sandbox postgres
-	@bash scripts/ensure-haproxy.sh
+	@bash scripts/ensure-package.sh haproxy haproxy "the cluster's load balancer"
 	TURNSTREAM_CLUSTER=1 $(BIN)/pytest -q -p no:cacheprovider tests/cluster
 
 bench: $(STAMP)

@@ -19,7 +19,7 @@ count K and each N:
   for turns it does not serve (the issue's target: at most 2 %).
 
 CPU is read from ``/proc/<pid>/stat`` of each node process (user + system). Needs root (the
-namespaces) and HAProxy (``scripts/ensure-haproxy.sh``).
+namespaces) and HAProxy (``scripts/ensure-package.sh``).
 
     python bench/cluster_bench.py [--nodes 1 2 3] [--n 300 1000] [--delay-ms 25] [--quick]
 
@@ -157,7 +157,8 @@ def main() -> int:
     if os.geteuid() != 0:
         progress("the cluster bench makes network namespaces: run it as root")
         return 1
-    subprocess.check_call(["bash", str(REPO / "scripts" / "ensure-haproxy.sh")])
+    subprocess.check_call(["bash", str(REPO / "scripts" / "ensure-package.sh"), "haproxy", "haproxy",
+                           "the cluster's load balancer"])
 
     tmp = Path(tempfile.mkdtemp(prefix="ts-cluster-bench-"))
     scenario_file = tmp / "bench-chain.json"

@@ -491,7 +491,7 @@ def _terminate(pid: int, proc: subprocess.Popen[bytes] | None) -> None:
 def _haproxy() -> str:
     found = shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
     if found is None:
-        raise ClusterError("HAProxy is not installed: run scripts/ensure-haproxy.sh (apt-get install haproxy)")
+        raise ClusterError("HAProxy is not installed: run make cluster (it installs it) or apt-get install haproxy")
     return found
 
 
