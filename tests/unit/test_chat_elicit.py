@@ -99,3 +99,38 @@ async def test_a_refusal_that_names_no_field_asks_every_field_again_and_decline_
     assert len(prompts) == 4 and "not taken, {} should be non-empty" in shown
     answer, prompts, shown = await _answer(["", "", "/decline"], schema)
     assert answer == {"approved": False} and "✗ declined" in shown and "✓ answered" not in shown
+
+
+async def test_an_answer_the_turn_refuses_is_asked_again() -> None:
+    """The local chat's last word is the turn's own check: a refused answer is asked again."""
+    import io
+
+    from rich.console import Console
+
+    from turnstream.chat.ui import ChatUI, LineReader
+    from turnstream.errors import InvalidValue
+    from turnstream.events import ToolRequest
+
+    lines = iter(["7", "8"])
+    submitted: list[dict[str, object]] = []
+
+    class Agent:
+        async def submit(self, turn_id: str, tool_use_id: str, **kw: object) -> bool:
+            submitted.append(kw)
+            if len(submitted) == 1:
+                raise InvalidValue("content.n", "7 is not allowed here")
+            return True
+
+    out = io.StringIO()
+    ui = ChatUI(Console(file=out, width=200), LineReader(io.StringIO("")))
+
+    async def ask(prompt: str) -> str | None:
+        return next(lines)
+
+    ui.ask = ask  # type: ignore[method-assign]
+    req = ToolRequest(tool_use_id="t1", tool_name="pick", executor="server", turn_id="turn_1",
+                      elicitation={"message": "Pick one", "requested_schema": {
+                          "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}})
+    await ui._answer(Agent(), [req])  # type: ignore[arg-type]
+    assert [kw["content"] for kw in submitted] == ['{"n":7}', '{"n":8}']
+    assert "7 is not allowed here" in out.getvalue()

@@ -310,7 +310,19 @@ class RemoteChat:
         else:  # a server tool that needs the user's approval
             answer = await self.chat.decide(req.tool_name, req.input)
             body |= {"approved": answer.allow, "always": answer.always, "reason": answer.reason}
-        reply = await self.api.call("POST", f"{self._session_path}/tool-results", body)
+        while True:
+            try:
+                reply = await self.api.call("POST", f"{self._session_path}/tool-results", body)
+            except ServerError as exc:
+                if exc.status != 422 or req.elicitation is None:
+                    raise
+                # the server refused the answer (its check is the last word): ask again
+                self.chat.renderer.note(f"[red]✗ {escape(str(exc))}[/] (answer again, or /decline)")
+                self.chat.renderer.quiet()
+                body = {"tool_use_id": req.tool_use_id, "turn_id": self.turn_id}
+                body |= await ask_elicitation(self.chat.ask, self.chat.console, req.tool_name, req.elicitation)
+                continue
+            break
         if self.last_id is None and isinstance(reply, dict) and isinstance(reply.get("last_event_id"), str):
             self.last_id = reply["last_event_id"]
         return bool(body.get("always"))

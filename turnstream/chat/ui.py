@@ -24,7 +24,7 @@ from rich.markup import escape
 from ..agent import LOCAL_USER, Agent
 from ..blocks import TextBlock, ToolUseBlock, Turn
 from ..content import MediaPart
-from ..errors import TurnstreamError
+from ..errors import InvalidValue, TurnstreamError
 from ..events import StreamEvent, ToolRequest
 from ..lifecycle import close_out_stored
 from ..loop import CANCELLED
@@ -313,9 +313,15 @@ class ChatUI:
             if req.budget is not None or (req.tool_name in allowed and req.note is None):
                 continue
             if req.elicitation is not None:
-                self.renderer.quiet()
-                reply = await ask_elicitation(self.ask, self.console, req.tool_name, req.elicitation)
-                await agent.submit(req.turn_id, req.tool_use_id, decided_by=LOCAL_USER, **reply)
+                while True:  # an answer the turn refuses is asked again, not dropped
+                    self.renderer.quiet()
+                    reply = await ask_elicitation(self.ask, self.console, req.tool_name, req.elicitation)
+                    try:
+                        await agent.submit(req.turn_id, req.tool_use_id, decided_by=LOCAL_USER, **reply)
+                    except InvalidValue as exc:
+                        self.renderer.note(f"[red]✗ {escape(str(exc))}[/] (answer again, or /decline)")
+                        continue
+                    break
                 continue
             if req.note:
                 self.renderer.note(f"[yellow]{escape(req.note)}[/]")
