@@ -181,6 +181,8 @@ class Turn(BaseModel):
     model: str = ""
     error: str | None = None
     created_at: float = 0.0
+    parent_turn_id: str | None = None
+    """The turn this one follows (its parent in the session's tree of turns); None for a first turn."""
 
     @property
     def text(self) -> str:
@@ -202,6 +204,9 @@ class Session(BaseModel):
     """The session's agents as configured (docs/agents.md), or None for a one-model session."""
     current_agent: str | None = None
     """The agent that answers the next message (changed by a hand-off)."""
+    current_leaf: str | None = None
+    """The last turn of the branch shown (docs/branches.md): a new turn follows it unless told
+    otherwise; None before the first turn."""
     turns: list[Turn] = Field(default_factory=list)
 
 

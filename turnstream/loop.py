@@ -30,6 +30,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from . import branches
 from .agents import Persona
 from .aio import shielded
 from .assemble import Assembler
@@ -126,13 +127,14 @@ class TurnRunner:
 
     async def run(self, session_id: str, user_input: str, *,
                   client_tools: list[dict[str, Any]] | None = None, history: Sequence[Turn] | None = None,
-                  attachments: Sequence[Attachment] = ()) -> Turn:
+                  attachments: Sequence[Attachment] = (), parent_turn_id: str | None = None) -> Turn:
         """Start a turn and drive it until control returns to the user.
 
-        ``history``: the session's earlier turns when the caller knows them (``[]`` for a
-        session it has just created); None reads them from the store. ``attachments``: the
-        images and files of the input, already stored (``content.store_parts``); they become
-        the turn's first block, a ``user`` block of step 0."""
+        ``parent_turn_id``: the turn it follows (docs/branches.md); None for the session's
+        current leaf. ``history``: the turns it reads when the caller knows them (``[]`` for a
+        session it has just created); None reads the path to its parent from the store.
+        ``attachments``: the images and files of the input, already stored
+        (``content.store_parts``); they become the turn's first block, a ``user`` block of step 0."""
         self._task = asyncio.current_task()
         if self._cancel_requested:
             raise TurnCancelled("the turn was cancelled before it started")
@@ -143,7 +145,8 @@ class TurnRunner:
             return StoredEvent.of(start)
 
         turn = await self.store.create_turn(session_id, user_input, model=self.config.provider.origin,
-                                            client_tools=client_tools, first_event=first_event)
+                                            client_tools=client_tools, first_event=first_event,
+                                            parent_turn_id=parent_turn_id)
         self._turn_id = turn.id
         self._bind(TurnRecorder(self.store, turn.id, session_id, user_input=user_input,
                                 model=self.config.provider.origin, n=start.n, on_event=self.on_event))
@@ -156,7 +159,7 @@ class TurnRunner:
                 await self._r.add_block(UserBlock(seq=0, step=0, attachments=list(attachments)))
             turns = history
             if turns is None:
-                turns = [t for t in await self.store.list_turns(session_id) if t.id != turn.id]
+                turns = branches.path(await self.store.list_turns(session_id), turn.parent_turn_id)
             self._history = [(t.input, t.blocks) for t in turns]
             return False
 
@@ -219,11 +222,11 @@ class TurnRunner:
             self._task.cancel()
 
     async def _load_context(self) -> TurnRecorder:
-        """Load a turn this runner continues: its blocks, client tools and earlier turns."""
+        """Load a turn this runner continues: its blocks, client tools and the path it follows."""
         rec = await self._load()
         self._box.add_client_tools(await self.store.client_tools(rec.turn_id))
-        self._history = [(t.input, t.blocks) for t in await self.store.list_turns(rec.session_id)
-                         if t.id != rec.turn_id]
+        self._history = [(t.input, t.blocks)
+                         for t in branches.history(await self.store.list_turns(rec.session_id), rec.turn_id)]
         return rec
 
     async def _load(self) -> TurnRecorder:

@@ -734,7 +734,7 @@ async def test_migrations_are_recorded_once_and_reopening_is_harmless(store: Sto
     rows = await backend.sql("SELECT version, name FROM schema_migrations ORDER BY version")
     assert rows == [(1, "initial"), (2, "liveness_and_tool_calls"), (3, "notebook_files"),
                     (4, "audit"), (5, "budgets"), (6, "agents"), (7, "content_and_queue"),
-                    (8, "tool_results")]
+                    (8, "tool_results"), (9, "branches")]
     assert await store.get_turn(t.id) is not None
 
 

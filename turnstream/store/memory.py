@@ -19,6 +19,7 @@ import orjson
 from ..blocks import Attachment, Block, Session, ToolResultBlock, Turn, TurnStatus, TurnStopReason, Usage
 from ..errors import (
     AlreadyExists,
+    InvalidValue,
     NotFound,
     SeqConflictError,
     StaleNotebook,
@@ -147,23 +148,38 @@ class MemoryStore:
 
     async def create_turn(
         self, session_id: str, input: str, *, model: str, client_tools: list[dict[str, Any]] | None = None,
-        first_event: Callable[[str], StoredEvent] | None = None,
+        first_event: Callable[[str], StoredEvent] | None = None, parent_turn_id: str | None = None,
     ) -> Turn:
         async with self._lock:
             if session_id not in self._session_turns:
                 raise NotFound("session", f"session {session_id} not found")
+            if parent_turn_id is not None:
+                self._check_turn_of(session_id, parent_turn_id, "parent_turn_id")
             for tid in self._session_turns[session_id]:
                 if self._turns[tid].status in _OPEN:
                     raise TurnConflictError(tid)
+            session = self._sessions[session_id]
             t = Turn(id=new_id("turn"), session_id=session_id, input=input, model=model,
-                     created_at=time.time())
+                     created_at=time.time(),
+                     parent_turn_id=parent_turn_id if parent_turn_id is not None else session.current_leaf)
             first = first_event_of(t.id, first_event)
+            session.current_leaf = t.id
             self._turns[t.id] = t
             self._session_turns[session_id].append(t.id)
             self._events[t.id] = [first] if first is not None else []
             self._client_tools[t.id] = list(client_tools or [])
             self._runner[t.id] = self.runner_id
         return t.model_copy(update={"blocks": []})
+
+    async def set_current_leaf(self, session_id: str, turn_id: str) -> None:
+        self._check_turn_of(session_id, turn_id, "turn_id")
+        self._sessions[session_id].current_leaf = turn_id
+
+    def _check_turn_of(self, session_id: str, turn_id: str, field: str) -> None:
+        if session_id not in self._sessions:
+            raise NotFound("session", f"session {session_id} not found")
+        if turn_id not in self._session_turns[session_id]:
+            raise InvalidValue(field, f"{turn_id} is not a turn of session {session_id}")
 
     async def get_turn(self, turn_id: str) -> Turn | None:
         t = self._turns.get(turn_id)

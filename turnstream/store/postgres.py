@@ -93,19 +93,21 @@ class PostgresStore(PostgresConnection, SQLStore):
 
     async def create_turn(
         self, session_id: str, input: str, *, model: str, client_tools: list[dict[str, Any]] | None = None,
-        first_event: Callable[[str], StoredEvent] | None = None,
+        first_event: Callable[[str], StoredEvent] | None = None, parent_turn_id: str | None = None,
     ) -> Turn:
         t = Turn(id=new_id("turn"), session_id=session_id, input=input, model=model, created_at=time.time())
         first = first_event_of(t.id, first_event)
         args: tuple[Any, ...] = (t.id, session_id, input, t.usage.model_dump_json(), model,
-                                 dumps(client_tools or []), t.created_at, self.runner_id, 0)
-        sql = Q.insert_turn
+                                 dumps(client_tools or []), t.created_at, self.runner_id, 0, parent_turn_id)
+        sql = Q.create_turn
         if first is not None:  # with its first event, in the same statement (and so the same transaction)
             sql = Q.create_turn_with_event
-            args = (*args[:8], first.n, first.name, dumps(first.data))
+            args = (*args[:8], first.n, parent_turn_id, first.name, dumps(first.data))
+        if parent_turn_id is not None:  # turns are only ever deleted with their session
+            await self._check_turn_of(session_id, parent_turn_id, "parent_turn_id")
         async with self._conn() as conn:
             try:
-                await conn.execute(sql, *args)
+                t.parent_turn_id = await conn.fetchval(sql, *args)
             except ForeignKeyViolationError:
                 raise NotFound("session", f"session {session_id} not found") from None
             except UniqueViolationError as exc:
@@ -114,7 +116,7 @@ class PostgresStore(PostgresConnection, SQLStore):
 
     @staticmethod
     def _turn(row: Row) -> Turn:
-        return rows.turn(row, BLOCKS_ADAPTER.validate_json(row[10]) if row[10] is not None else [])
+        return rows.turn(row, BLOCKS_ADAPTER.validate_json(row[11]) if row[11] is not None else [])
 
     async def get_turn(self, turn_id: str) -> Turn | None:
         row = await self._row(Q.turn, turn_id)

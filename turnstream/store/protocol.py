@@ -278,14 +278,23 @@ class Store(Protocol):
     # turns -----------------------------------------------------------------
     async def create_turn(
         self, session_id: str, input: str, *, model: str, client_tools: list[dict[str, Any]] | None = None,
-        first_event: Callable[[str], StoredEvent] | None = None,
+        first_event: Callable[[str], StoredEvent] | None = None, parent_turn_id: str | None = None,
     ) -> Turn:
         """Start a turn (status ``running``). Raises TurnConflictError when the session
-        already has a turn ``running`` or ``awaiting_client``.
+        already has a turn ``running`` or ``awaiting_client``, on whichever branch.
+
+        The turn follows ``parent_turn_id`` (``InvalidValue("parent_turn_id")`` unless it is
+        a turn of the session), or else the session's current leaf; it becomes the leaf.
 
         ``first_event`` is called with the new turn's id; the event it returns (of that turn,
         ``n`` ≥ 1, e.g. ``turn_start``) is stored in the same transaction as the turn, as if
         by ``append_event`` right after it. ``ValueError`` for an event of another turn."""
+        ...
+
+    async def set_current_leaf(self, session_id: str, turn_id: str) -> None:
+        """Make ``turn_id`` the session's current leaf (the branch shown, which a new turn
+        follows). ``NotFound`` for no such session, ``InvalidValue("turn_id")`` for a turn
+        not of the session."""
         ...
 
     async def get_turn(self, turn_id: str) -> Turn | None:

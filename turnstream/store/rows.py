@@ -83,7 +83,8 @@ def user(row: Row) -> User:
 def session(row: Row) -> Session:
     """A session from a row of ``statements.SESSION_COLS``."""
     return Session(id=row[0], user_id=row[1], title=row[2], model=row[3], toolset=row[4],
-                   created_at=row[5], agents=None if row[6] is None else orjson.loads(row[6]), current_agent=row[7])
+                   created_at=row[5], agents=None if row[6] is None else orjson.loads(row[6]), current_agent=row[7],
+                   current_leaf=row[8])
 
 
 def turn(row: Row, blocks: list[Block]) -> Turn:
@@ -93,7 +94,7 @@ def turn(row: Row, blocks: list[Block]) -> Turn:
     per_step = [Usage.model_validate(u) for u in doc.pop("per_step", None) or []]
     return Turn(id=row[0], session_id=row[1], input=row[2], status=row[3], stop_reason=row[4],
                 usage=Usage.model_validate(doc), step_usage=per_step, steps=row[6], model=row[7], error=row[8],
-                created_at=row[9], blocks=blocks)
+                created_at=row[9], parent_turn_id=row[10], blocks=blocks)
 
 
 def block(content: str | bytes) -> Block:

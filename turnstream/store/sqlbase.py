@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import orjson
 
 from ..blocks import Session, Turn
-from ..errors import AlreadyExists
+from ..errors import AlreadyExists, InvalidValue, NotFound
 from . import rows
 from .keys import hash_key
 from .protocol import NotebookFile, Spend, StoredEvent, ToolCallRecord, ToolDecision, ToolGrant, User
@@ -84,6 +84,16 @@ class SQLStore:
     async def delete_session(self, session_id: str) -> bool:
         return await self._change(self._q.delete_session, session_id) == 1
 
+    async def set_current_leaf(self, session_id: str, turn_id: str) -> None:
+        if await self._change(self._q.move_leaf, session_id, turn_id) == 0:
+            await self._check_turn_of(session_id, turn_id, "turn_id")
+
+    async def _check_turn_of(self, session_id: str, turn_id: str, field: str) -> None:
+        """``NotFound`` for no such session, ``InvalidValue(field)`` when ``turn_id`` is not
+        one of its turns."""
+        found = await self._row(self._q.turn_of_session, session_id, turn_id)
+        check_turn_of(session_id, turn_id, field, found)
+
     # turns -----------------------------------------------------------------
     async def list_turns(self, session_id: str) -> list[Turn]:
         raise NotImplementedError
@@ -144,3 +154,12 @@ class SQLStore:
         sha = hashlib.sha256(data).hexdigest()
         await self._change(self._q.put_blob, sha, media_type, len(data), data, time.time())
         return sha
+
+
+def check_turn_of(session_id: str, turn_id: str, field: str, found: Row | None) -> None:
+    """Explain ``statements.turn_of_session``'s answer: ``NotFound`` for no such session,
+    ``InvalidValue(field)`` when the turn is not one of its turns."""
+    if found is None or not found[0]:
+        raise NotFound("session", f"session {session_id} not found")
+    if not found[1]:
+        raise InvalidValue(field, f"{turn_id} is not a turn of session {session_id}")

@@ -26,7 +26,7 @@ from . import rows
 from .keys import hash_key, new_key
 from .protocol import NotebookFile, QueuedMessage, User, check_files_total, check_pending, first_event_of
 from .rows import block_row, dumps, new_id, usage_to_json
-from .sqlbase import SQLStore
+from .sqlbase import SQLStore, check_turn_of
 from .sqlite_conn import SQLiteConnection, read, write
 from .statements import SQLITE as Q
 
@@ -81,7 +81,7 @@ class SQLiteStore(SQLiteConnection, SQLStore):
     # turns -----------------------------------------------------------------
     async def create_turn(
         self, session_id: str, input: str, *, model: str, client_tools: list[dict[str, Any]] | None = None,
-        first_event: Callable[[str], StoredEvent] | None = None,
+        first_event: Callable[[str], StoredEvent] | None = None, parent_turn_id: str | None = None,
     ) -> Turn:
         t = Turn(id=new_id("turn"), session_id=session_id, input=input, model=model, created_at=time.time())
         tools = dumps(client_tools or [])
@@ -89,13 +89,20 @@ class SQLiteStore(SQLiteConnection, SQLStore):
 
         def op(c: sqlite3.Connection) -> None:
             with write(c):
-                if c.execute(Q.session_exists, (session_id,)).fetchone() is None:
+                leaf = c.execute(Q.session_leaf, (session_id,)).fetchone()
+                if leaf is None:
                     raise NotFound("session", f"session {session_id} not found")
+                if parent_turn_id is not None:
+                    check_turn_of(session_id, parent_turn_id, "parent_turn_id",
+                                  c.execute(Q.turn_of_session, (session_id, parent_turn_id)).fetchone())
+                t.parent_turn_id = parent_turn_id if parent_turn_id is not None else leaf[0]
                 try:
                     c.execute(Q.insert_turn, (t.id, session_id, input, t.usage.model_dump_json(), model, tools,
-                                              t.created_at, self.runner_id, first.n if first is not None else 0))
+                                              t.created_at, self.runner_id, first.n if first is not None else 0,
+                                              t.parent_turn_id))
                 except sqlite3.IntegrityError as exc:
                     _open_conflict(c, exc, session_id, t.id)
+                c.execute(Q.set_leaf, (t.id, session_id))
                 if first is not None:
                     self._insert_events(c, (first,))
 

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-SESSION_COLS = "id, user_id, title, model, toolset, created_at, agents, current_agent"
-TURN_COLS = "id, session_id, input, status, stop_reason, usage, steps, model, error, created_at"
+SESSION_COLS = "id, user_id, title, model, toolset, created_at, agents, current_agent, current_leaf"
+TURN_COLS = "id, session_id, input, status, stop_reason, usage, steps, model, error, created_at, parent_turn_id"
 _PARAM = re.compile(r"\$(\d+)")
 
 
@@ -62,7 +62,7 @@ class Statements:
         self.insert_user = d("INSERT INTO users (id, name, key_hash, created_at) VALUES ($1, $2, $3, $4)")
         self.user_by_key = d("SELECT id, name FROM users WHERE key_hash = $1")
         # sessions
-        self.insert_session = d(f"INSERT INTO sessions ({SESSION_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
+        self.insert_session = d(f"INSERT INTO sessions ({SESSION_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL)")
         self.session = d(f"SELECT {SESSION_COLS} FROM sessions WHERE id = $1")
         self.sessions_of = d(f"SELECT {SESSION_COLS} FROM sessions WHERE user_id = $1 ORDER BY {d.order}")
         self.session_exists = d("SELECT 1 FROM sessions WHERE id = $1")
@@ -70,9 +70,18 @@ class Statements:
         self.rename_session = d("UPDATE sessions SET title = $1 WHERE id = $2")
         self.delete_session = d("DELETE FROM sessions WHERE id = $1")
         # turns
+        # A new turn follows $10, or else the session's current leaf; it becomes the leaf (``set_leaf``).
         self.insert_turn = d("INSERT INTO turns (id, session_id, input, status, usage, model, client_tools,"
-                             f" created_at, runner_id, last_n) VALUES ($1, $2, $3, 'running', $4{json}, $5,"
-                             f" $6{json}, $7, $8, $9)")
+                             " created_at, runner_id, last_n, parent_turn_id) VALUES ($1, $2, $3, 'running',"
+                             f" $4{json}, $5, $6{json}, $7, $8, $9, coalesce($10{d.cast('text')},"
+                             " (SELECT current_leaf FROM sessions WHERE id = $2)))")
+        self.set_leaf = d("UPDATE sessions SET current_leaf = $1 WHERE id = $2")
+        self.session_leaf = d("SELECT current_leaf FROM sessions WHERE id = $1")
+        # the tree of turns: does session $1 exist, and is turn $2 one of its turns
+        self.turn_of_session = d("SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1),"
+                                 " EXISTS (SELECT 1 FROM turns WHERE id = $2 AND session_id = $1)")
+        self.move_leaf = d("UPDATE sessions SET current_leaf = $2 WHERE id = $1"
+                           " AND EXISTS (SELECT 1 FROM turns WHERE id = $2 AND session_id = $1)")
         # The open turn a write ran into (the one-open-turn index): of session $1, or else of turn $2's.
         self.open_turn = d("SELECT id FROM turns WHERE session_id = coalesce($1, (SELECT session_id FROM turns"
                            " WHERE id = $2)) AND id <> $2 AND status IN ('running', 'awaiting_client')")
@@ -239,8 +248,13 @@ class PostgresStatements(Statements):
         self.session_locked = self.session_exists + " FOR UPDATE"
         self.turn_locked = self.turn_exists + " FOR UPDATE"
         self.running_turn_held = self.running_turn + " FOR SHARE"
-        self.create_turn_with_event = (f"WITH t AS ({self.insert_turn} RETURNING id) INSERT INTO turn_events"
-                                       " (turn_id, n, name, data) SELECT id, $9, $10, $11::json FROM t")
+        # The turn, the session's leaf moved to it, and (``_with_event``) its first event, in one
+        # statement; its parent comes back.
+        new_turn = (f"WITH t AS ({self.insert_turn} RETURNING id, parent_turn_id),"
+                    " s AS (UPDATE sessions SET current_leaf = $1 WHERE id = $2)")
+        self.create_turn = new_turn + " SELECT parent_turn_id FROM t"
+        self.create_turn_with_event = (new_turn + ", e AS (INSERT INTO turn_events (turn_id, n, name, data)"
+                                       " SELECT id, $9, $11, $12::json FROM t) SELECT parent_turn_id FROM t")
         turns = (f"SELECT {TURN_COLS}, (SELECT json_agg(b.content ORDER BY b.seq) FROM blocks b"
                  " WHERE b.turn_id = t.id) FROM turns t")
         self.turn = turns + " WHERE t.id = $1"
