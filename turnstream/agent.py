@@ -8,6 +8,10 @@
 Without ``session_id`` every call starts a new conversation; with one (and a ``store``)
 the conversation continues across calls and processes.
 
+Turns form a tree (docs/branches.md): ``parent_turn_id=`` starts a turn after any earlier turn
+of the session (an edited message), ``regenerate(turn_id)`` answers a turn's message again, and
+``branches(turn_id)`` lists the versions.
+
 Several agents (docs/agents.md): give agents a ``name`` and ``handoffs``; the agent you run
 is the entry of the team of every agent reachable through hand-offs. ``output=SomeModel``
 asks for a structured answer (docs/structured-output.md).
@@ -22,10 +26,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
+from . import branches
 from .agents import HandoffTiming, Persona, Team, persona_config
-from .blocks import Attachment, Turn
+from .blocks import Attachment, Turn, UserBlock
 from .content import Content, check_parts, split, store_parts
-from .errors import UsageError
+from .errors import NotFound, UsageError
 from .events import StreamEvent, TurnComplete
 from .lifecycle import submit_tool_result
 from .limits import Limits
@@ -149,9 +154,7 @@ class Agent:
     async def _session(self, session_id: str | None) -> tuple[str, list[Turn] | None]:
         """The session's id, and its earlier turns when known without asking the store
         (none, for a session created here); None when the runner should read them."""
-        if not self._opened:
-            await self.store.open()
-            self._opened = True
+        await self._open()
         if self._team is None:
             self._team = self.team()
         sid = session_id or self.session_id
@@ -163,6 +166,11 @@ class Agent:
                                             current_agent=team.entry if team is not None else None)
         return s.id, []
 
+    async def _open(self) -> None:
+        if not self._opened:
+            await self.store.open()
+            self._opened = True
+
     async def _input(self, message: Content) -> tuple[str, list[Attachment]]:
         """The text of a message and its images and files, checked and stored
         (``ContentRejected`` for one that cannot be taken)."""
@@ -171,26 +179,55 @@ class Agent:
         return text, await store_parts(self.store, parts)
 
     async def run(self, message: Content, *, session_id: str | None = None,
-                  client_tools: list[dict[str, Any]] | None = None) -> Turn:
+                  client_tools: list[dict[str, Any]] | None = None, parent_turn_id: str | None = None) -> Turn:
         """Run one turn to the end (or until it waits for the client) and return it.
-        ``message``: text, or a list of text, ``ImagePart`` and ``FilePart`` (content.py)."""
+        ``message``: text, or a list of text, ``ImagePart`` and ``FilePart`` (content.py).
+        ``parent_turn_id``: the earlier turn of the session it follows (``branches.ROOT`` for
+        none); left out, the session's current leaf (docs/branches.md)."""
         sid, history = await self._session(session_id)
         text, refs = await self._input(message)
         runner = TurnRunner(self._config(live=False), self.store)
-        return await runner.run(sid, text, client_tools=client_tools, history=history, attachments=refs)
+        return await runner.run(sid, text, client_tools=client_tools, history=history, attachments=refs,
+                                parent_turn_id=parent_turn_id)
 
     async def stream(self, message: Content, *, session_id: str | None = None,
-                     client_tools: list[dict[str, Any]] | None = None) -> AsyncGenerator[StreamEvent, None]:
-        """Run one turn, yielding its events (SPEC §8) as they happen.
+                     client_tools: list[dict[str, Any]] | None = None,
+                     parent_turn_id: str | None = None) -> AsyncGenerator[StreamEvent, None]:
+        """Run one turn, yielding its events (SPEC §8) as they happen (``parent_turn_id`` as
+        for ``run``).
 
         Closing the generator early cancels the turn: wrap it in ``contextlib.aclosing`` (or
         call ``cancel(turn_id)``) for that to happen at once rather than when it is collected."""
         sid, history = await self._session(session_id)
         text, refs = await self._input(message)
-        async with aclosing(self._pump(lambda r: r.run(sid, text, client_tools=client_tools,
-                                                       history=history, attachments=refs))) as events:
+        async with aclosing(self._pump(lambda r: r.run(sid, text, client_tools=client_tools, history=history,
+                                                       attachments=refs, parent_turn_id=parent_turn_id))) as events:
             async for ev in events:
                 yield ev
+
+    async def regenerate(self, turn_id: str) -> Turn:
+        """Answer turn ``turn_id``'s message again: a new turn with the same input (text,
+        images and files, client tools) as a sibling of that turn (it follows the same turn),
+        which becomes the session's current leaf. ``NotFound`` for no such turn."""
+        old = await self._stored_turn(turn_id)
+        refs = [a for b in old.blocks if isinstance(b, UserBlock) and b.step == 0 for a in b.attachments]
+        tools = await self.store.client_tools(old.id)
+        runner = TurnRunner(self._config(live=False), self.store)
+        return await runner.run(old.session_id, old.input, client_tools=tools or None, attachments=refs,
+                                parent_turn_id=old.parent_turn_id or branches.ROOT)
+
+    async def branches(self, turn_id: str) -> list[Turn]:
+        """The versions of turn ``turn_id``: the turns that follow the same turn as it, in
+        creation order, itself included. ``NotFound`` for no such turn."""
+        old = await self._stored_turn(turn_id)
+        return branches.siblings(await self.store.list_turns(old.session_id), old.id)
+
+    async def _stored_turn(self, turn_id: str) -> Turn:
+        await self._open()
+        found = await self.store.get_turn(turn_id)
+        if found is None:
+            raise NotFound("turn", f"turn {turn_id} not found")
+        return found
 
     async def submit(self, turn_id: str, tool_use_id: str, *, content: str | None = None, is_error: bool = False,
                      approved: bool | None = None, reason: str | None = None, always: bool = False,
@@ -203,9 +240,7 @@ class Agent:
     async def send(self, session_id: str, message: Content) -> bool:
         """A message for the session's running turn: the model reads it at the turn's next
         step. False (nothing queued) when no turn of the session runs."""
-        if not self._opened:
-            await self.store.open()
-            self._opened = True
+        await self._open()
         text, refs = await self._input(message)
         return await self.store.queue_message(session_id, text, refs) is not None
 

@@ -11,6 +11,10 @@ from collections.abc import Sequence
 
 from .blocks import Turn
 
+ROOT = ""
+"""The ``parent_turn_id`` of a turn that follows no turn: a new version of the session's first
+message (None means "after the current leaf")."""
+
 
 def path(turns: Sequence[Turn], leaf_id: str | None) -> list[Turn]:
     """The turns from the session's first turn down to ``leaf_id`` (included), by parent
@@ -23,12 +27,6 @@ def path(turns: Sequence[Turn], leaf_id: str | None) -> list[Turn]:
         at = by_id.get(at.parent_turn_id) if at.parent_turn_id is not None else None
     out.reverse()
     return out
-
-
-def history(turns: Sequence[Turn], turn_id: str) -> list[Turn]:
-    """What turn ``turn_id`` reads of its session: the path to its parent."""
-    me = next((t for t in turns if t.id == turn_id), None)
-    return path(turns, me.parent_turn_id) if me is not None else []
 
 
 def siblings(turns: Sequence[Turn], turn_id: str) -> list[Turn]:

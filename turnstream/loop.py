@@ -73,6 +73,8 @@ class TurnRunner:
         """The tool round, made with the recorder (``_bind``)."""
         self._turn_id = ""
         self._history: list[tuple[str, Sequence[Block]]] = []
+        self._parent: str | None = None
+        """The turn this one follows (its history is the path to it)."""
         self._course = Course()
         """The step, and whether the next one is the last."""
         plain, toolsets = split_tools(config.tools)
@@ -147,7 +149,7 @@ class TurnRunner:
         turn = await self.store.create_turn(session_id, user_input, model=self.config.provider.origin,
                                             client_tools=client_tools, first_event=first_event,
                                             parent_turn_id=parent_turn_id)
-        self._turn_id = turn.id
+        self._turn_id, self._parent = turn.id, turn.parent_turn_id
         self._bind(TurnRecorder(self.store, turn.id, session_id, user_input=user_input,
                                 model=self.config.provider.origin, n=start.n, on_event=self.on_event))
         self._box.add_client_tools(client_tools or [])
@@ -159,7 +161,7 @@ class TurnRunner:
                 await self._r.add_block(UserBlock(seq=0, step=0, attachments=list(attachments)))
             turns = history
             if turns is None:
-                turns = branches.path(await self.store.list_turns(session_id), turn.parent_turn_id)
+                turns = branches.path(await self.store.list_turns(session_id), self._parent)
             self._history = [(t.input, t.blocks) for t in turns]
             return False
 
@@ -225,8 +227,9 @@ class TurnRunner:
         """Load a turn this runner continues: its blocks, client tools and the path it follows."""
         rec = await self._load()
         self._box.add_client_tools(await self.store.client_tools(rec.turn_id))
-        self._history = [(t.input, t.blocks)
-                         for t in branches.history(await self.store.list_turns(rec.session_id), rec.turn_id)]
+        turns = await self.store.list_turns(rec.session_id)
+        self._parent = next((t.parent_turn_id for t in turns if t.id == rec.turn_id), None)
+        self._history = [(t.input, t.blocks) for t in branches.path(turns, self._parent)]
         return rec
 
     async def _load(self) -> TurnRecorder:
@@ -246,11 +249,13 @@ class TurnRunner:
         the loop goes on from the end of a step whose calls are not decided yet)."""
         tel = self.config.telemetry
         if tel is None:
-            return await self._loop(prelude)
-        with tel.invoke_agent(self._turn_id, self.config.provider) as run:
             turn = await self._loop(prelude)
-            run.done(turn)
-            return turn
+        else:
+            with tel.invoke_agent(self._turn_id, self.config.provider) as run:
+                turn = await self._loop(prelude)
+                run.done(turn)
+        turn.parent_turn_id = self._parent
+        return turn
 
     async def _loop(self, prelude: Prelude) -> Turn:
         """``_drive`` itself, inside the ``invoke_agent`` span when telemetry is on."""

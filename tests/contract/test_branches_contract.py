@@ -46,7 +46,6 @@ async def test_a_turn_follows_the_current_leaf_or_the_parent_it_is_given(store: 
                                                           (c2.id, b2.id)]
     assert [t.id for t in branches.path(listed, c2.id)] == [a.id, b2.id, c2.id]
     assert [t.id for t in branches.path(listed, b.id)] == [a.id, b.id]
-    assert [t.id for t in branches.history(listed, c2.id)] == [a.id, b2.id]
     assert [t.id for t in branches.siblings(listed, b2.id)] == [b.id, b2.id]
     assert [t.id for t in branches.siblings(listed, a.id)] == [a.id]
     got = await store.get_turn(b2.id)
@@ -138,3 +137,15 @@ async def test_a_database_from_before_the_tree_becomes_one_branch_per_session(
         assert [await leaf(store, s) for s in ("ses_a", "ses_b", "ses_empty")] == ["turn_a3", "turn_b2", None]
         after = await turn(store, "ses_a", "next")
         assert after.parent_turn_id == "turn_a3"
+
+
+async def test_a_new_first_turn_follows_no_turn(store: Store) -> None:
+    s = await store.create_session("usr_1")
+    a = await turn(store, s.id, "a")
+    await turn(store, s.id, "b")
+    a2 = await turn(store, s.id, "a edited", parent=branches.ROOT)
+    assert a2.parent_turn_id is None
+    assert await leaf(store, s.id) == a2.id
+    listed = await store.list_turns(s.id)
+    assert [t.id for t in branches.siblings(listed, a.id)] == [a.id, a2.id]
+    assert [t.id for t in branches.path(listed, a2.id)] == [a2.id]

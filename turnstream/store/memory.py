@@ -153,7 +153,7 @@ class MemoryStore:
         async with self._lock:
             if session_id not in self._session_turns:
                 raise NotFound("session", f"session {session_id} not found")
-            if parent_turn_id is not None:
+            if parent_turn_id:
                 self._check_turn_of(session_id, parent_turn_id, "parent_turn_id")
             for tid in self._session_turns[session_id]:
                 if self._turns[tid].status in _OPEN:
@@ -161,7 +161,7 @@ class MemoryStore:
             session = self._sessions[session_id]
             t = Turn(id=new_id("turn"), session_id=session_id, input=input, model=model,
                      created_at=time.time(),
-                     parent_turn_id=parent_turn_id if parent_turn_id is not None else session.current_leaf)
+                     parent_turn_id=session.current_leaf if parent_turn_id is None else parent_turn_id or None)
             first = first_event_of(t.id, first_event)
             session.current_leaf = t.id
             self._turns[t.id] = t

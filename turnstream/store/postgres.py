@@ -103,7 +103,7 @@ class PostgresStore(PostgresConnection, SQLStore):
         if first is not None:  # with its first event, in the same statement (and so the same transaction)
             sql = Q.create_turn_with_event
             args = (*args[:8], first.n, parent_turn_id, first.name, dumps(first.data))
-        if parent_turn_id is not None:  # turns are only ever deleted with their session
+        if parent_turn_id:  # turns are only ever deleted with their session
             await self._check_turn_of(session_id, parent_turn_id, "parent_turn_id")
         async with self._conn() as conn:
             try:

@@ -284,7 +284,8 @@ class Store(Protocol):
         already has a turn ``running`` or ``awaiting_client``, on whichever branch.
 
         The turn follows ``parent_turn_id`` (``InvalidValue("parent_turn_id")`` unless it is
-        a turn of the session), or else the session's current leaf; it becomes the leaf.
+        a turn of the session; ``""``, ``branches.ROOT``, for none: a new first turn), or
+        else (None) the session's current leaf; it becomes the leaf.
 
         ``first_event`` is called with the new turn's id; the event it returns (of that turn,
         ``n`` ≥ 1, e.g. ``turn_start``) is stored in the same transaction as the turn, as if

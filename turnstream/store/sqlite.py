@@ -92,14 +92,14 @@ class SQLiteStore(SQLiteConnection, SQLStore):
                 leaf = c.execute(Q.session_leaf, (session_id,)).fetchone()
                 if leaf is None:
                     raise NotFound("session", f"session {session_id} not found")
-                if parent_turn_id is not None:
+                if parent_turn_id:
                     check_turn_of(session_id, parent_turn_id, "parent_turn_id",
                                   c.execute(Q.turn_of_session, (session_id, parent_turn_id)).fetchone())
-                t.parent_turn_id = parent_turn_id if parent_turn_id is not None else leaf[0]
+                t.parent_turn_id = leaf[0] if parent_turn_id is None else parent_turn_id or None
                 try:
                     c.execute(Q.insert_turn, (t.id, session_id, input, t.usage.model_dump_json(), model, tools,
                                               t.created_at, self.runner_id, first.n if first is not None else 0,
-                                              t.parent_turn_id))
+                                              t.parent_turn_id or ""))
                 except sqlite3.IntegrityError as exc:
                     _open_conflict(c, exc, session_id, t.id)
                 c.execute(Q.set_leaf, (t.id, session_id))

@@ -70,11 +70,12 @@ class Statements:
         self.rename_session = d("UPDATE sessions SET title = $1 WHERE id = $2")
         self.delete_session = d("DELETE FROM sessions WHERE id = $1")
         # turns
-        # A new turn follows $10, or else the session's current leaf; it becomes the leaf (``set_leaf``).
+        # A new turn follows $10 ('' for none: a first turn), or else (NULL) the session's
+        # current leaf; it becomes the leaf (``set_leaf``).
         self.insert_turn = d("INSERT INTO turns (id, session_id, input, status, usage, model, client_tools,"
                              " created_at, runner_id, last_n, parent_turn_id) VALUES ($1, $2, $3, 'running',"
-                             f" $4{json}, $5, $6{json}, $7, $8, $9, coalesce($10{d.cast('text')},"
-                             " (SELECT current_leaf FROM sessions WHERE id = $2)))")
+                             f" $4{json}, $5, $6{json}, $7, $8, $9, nullif(coalesce($10{d.cast('text')},"
+                             " (SELECT current_leaf FROM sessions WHERE id = $2)), ''))")
         self.set_leaf = d("UPDATE sessions SET current_leaf = $1 WHERE id = $2")
         self.session_leaf = d("SELECT current_leaf FROM sessions WHERE id = $1")
         # the tree of turns: does session $1 exist, and is turn $2 one of its turns
