@@ -118,6 +118,15 @@ class TurnCreate(_Body):
     client_tools: ClientTools = None
     parts: list[PartIn] | None = Field(default=None, max_length=100,
                                        description="Images and PDFs sent with the message (docs/content-parts.md).")
+    parent_turn_id: str | None = Field(default=None, max_length=200, description=(
+        "The earlier turn of this session the new one follows (docs/branches.md): an edited message. Left out, "
+        "the session's current leaf; null, no turn (a new version of the first message)."))
+
+
+class CurrentIn(_Body):
+    """The branch a session shows: the last turn of it (docs/branches.md)."""
+
+    turn_id: str = Field(max_length=200, description="A turn of the session; a new turn follows it.")
 
 
 class SteerOut(BaseModel):
@@ -185,6 +194,9 @@ class SessionOut(BaseModel):
     agents: list[AgentConfig] | None = Field(default=None, description="Only for a session of several agents.")
     current_agent: str | None = Field(default=None, description="The agent that answers the next message "
                                                                 "(only for a session of several agents).")
+    current_leaf: str | None = Field(default=None, description="The last turn of the branch shown, which a new "
+                                                               "turn follows (docs/branches.md); null before the "
+                                                               "first turn.")
 
 
 class TurnOut(BaseModel):
@@ -199,6 +211,8 @@ class TurnOut(BaseModel):
     model: str
     error: str | None
     created_at: float
+    parent_turn_id: str | None = Field(default=None, description="The turn this one follows (docs/branches.md); "
+                                                                 "null for a first turn.")
 
 
 class SessionDetail(SessionOut):
@@ -426,6 +440,7 @@ __all__ = [
     "ChatApproval",
     "ChatRequest",
     "ClientTool",
+    "CurrentIn",
     "EditConflictOut",
     "FileList",
     "FileOut",

@@ -1,4 +1,5 @@
-"""Sessions: create, list, read (with turns and blocks), delete."""
+"""Sessions: create, list, read (with turns and blocks), switch the branch shown
+(docs/branches.md), delete."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from ..blocks import BLOCK_ADAPTER, Session, Turn
 from .api import API, Call, Reply
 from .auth import owned_session
 from .errors import conflict, invalid_field
-from .models import Deleted, SessionCreate, SessionDetail, SessionList, SessionOut
+from .models import CurrentIn, Deleted, SessionCreate, SessionDetail, SessionList, SessionOut
 
 
 def session_json(s: Session) -> dict[str, Any]:
     d: dict[str, Any] = {"id": s.id, "title": s.title, "model": s.model, "toolset": s.toolset,
-                         "created_at": s.created_at}
+                         "created_at": s.created_at, "current_leaf": s.current_leaf}
     if s.agents is not None:
         d["agents"] = s.agents
         d["current_agent"] = s.current_agent
@@ -64,6 +65,16 @@ async def list_sessions(call: Call) -> Response:
 async def get_session(call: Call) -> Response:
     s = await owned_session(call.state.store, call.user, call.param("session_id"), with_turns=True)
     return JSONResponse({**session_json(s), "turns": [turn_json(t) for t in s.turns]})
+
+
+@API.route("PUT", "/api/sessions/{session_id}/current", summary="Switch the branch the session shows",
+           body=CurrentIn, replies={200: Reply("The session, its current_leaf the turn given; a new turn follows it "
+                                               "(docs/branches.md).", SessionOut)})
+async def set_current(call: Call) -> Response:
+    body = call.parsed(CurrentIn)
+    s = await owned_session(call.state.store, call.user, call.param("session_id"))
+    await call.state.store.set_current_leaf(s.id, body.turn_id)
+    return JSONResponse(session_json(s.model_copy(update={"current_leaf": body.turn_id})))
 
 
 @API.route("DELETE", "/api/sessions/{session_id}", summary="Delete a session (its open turn is cancelled first)",

@@ -1,4 +1,5 @@
-"""Turns: start one (SSE), follow or resume its events, answer its tool requests, cancel it."""
+"""Turns: start one (SSE) after the current leaf or any earlier turn, regenerate one
+(docs/branches.md), follow or resume its events, answer its tool requests, cancel it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
-from ..blocks import Attachment, Session, Turn
+from ..blocks import Attachment, Session, Turn, UserBlock
+from ..branches import ROOT
 from ..content import MediaPart, check_parts, decode_base64, part_of, store_parts
 from ..errors import ContentRejected, InvalidValue, NotFound, TurnConflictError
 from ..lifecycle import submit_tool_result
@@ -79,11 +81,15 @@ def refusal(exc: ContentRejected, names: Mapping[str, str] | None = None) -> Api
 
 
 async def start_turn(state: AppState, session: Session, message: str,
-                     client_tools: list[dict[str, Any]] | None, attachments: Sequence[Attachment] = ()) -> Follower:
+                     client_tools: list[dict[str, Any]] | None, attachments: Sequence[Attachment] = (),
+                     parent_turn_id: str | None = None) -> Follower:
+    """Start a turn (after ``parent_turn_id``, else the current leaf: docs/branches.md) and
+    follow it; 409 while the session has an open turn, on whichever branch."""
     if not session.title:  # before the turn's events, so every tab learns the title first
         await state.titles.first_message(session.id, message)
     try:
-        turn_id, sub = await state.turns.start(session, message, client_tools, attachments=attachments)
+        turn_id, sub = await state.turns.start(session, message, client_tools, attachments=attachments,
+                                               parent_turn_id=parent_turn_id)
     except TurnConflictError as exc:
         raise conflict(f"turn {exc.turn_id} is still open in this session (running or waiting for tool "
                        "results); wait for it, answer it, or cancel it") from None
@@ -96,6 +102,8 @@ async def start_turn(state: AppState, session: Session, message: str,
            replies={200: Reply("The turn's events (docs/server.md, the event stream) until turn_complete.", None, SSE),
                     202: Reply("The session's turn was open: the message was queued for its next step, or "
                                "denied the calls waiting for approval (docs/steering.md).", SteerOut),
+                    409: Reply("A turn of the session is open and parent_turn_id was given (a message for another "
+                               "branch is not steered into it)."),
                     **OVERLOADED})
 async def create_turn(call: Call) -> Response:
     state = call.state
@@ -107,21 +115,44 @@ async def create_turn(call: Call) -> Response:
         refs = await checked_and_stored(state, form[1], ["body", "files"], names=FORM_FILE_FIELDS)
     else:
         refs = await stored_parts(state, body.parts)
+    branched = "parent_turn_id" in body.model_fields_set
+    parent = (body.parent_turn_id or ROOT) if branched else None
     for _ in range(2):  # a turn that ends between the two tries is followed by a new one
         try:
-            follower = await start_turn(state, session, body.message, tools, refs)
+            follower = await start_turn(state, session, body.message, tools, refs, parent)
             break
         except ApiError as exc:
-            if exc.status != 409 or tools:
+            if exc.status != 409 or tools or branched:
                 raise
             steered = await steer(state, session, body.message, refs)
             if steered is not None:
                 return JSONResponse(steered.model_dump(), status_code=202)
     else:
         raise conflict("the session's turn is still open; try again")
+    return _streamed(session, follower)
+
+
+def _streamed(session: Session, follower: Follower) -> Response:
     return sse_response(follower.batches(), headers={
         "X-Turn-Id": follower.turn_id,
         "Location": f"/api/sessions/{session.id}/turns/{follower.turn_id}/events"})
+
+
+@API.route("POST", "/api/sessions/{session_id}/turns/{turn_id}/regenerate",
+           summary="Answer a turn's message again: a new turn beside it, its events stream back",
+           replies={200: Reply("The new turn's events (docs/server.md, the event stream) until turn_complete; it "
+                               "follows the same turn as turn_id, with the same message, parts and client tools "
+                               "(docs/branches.md).", None, SSE),
+                    409: Reply("A turn of the session is open (on whichever branch)."),
+                    **OVERLOADED})
+async def regenerate_turn(call: Call) -> Response:
+    state = call.state
+    session = await owned_session(state.store, call.user, call.param("session_id"))
+    turn = await owned_turn(state.store, session, call.param("turn_id"))
+    refs = [a for b in turn.blocks if isinstance(b, UserBlock) and b.step == 0 for a in b.attachments]
+    tools = await state.store.client_tools(turn.id)
+    follower = await start_turn(state, session, turn.input, tools or None, refs, turn.parent_turn_id or ROOT)
+    return _streamed(session, follower)
 
 
 @API.route("GET", "/api/sessions/{session_id}/turns/{turn_id}/events",

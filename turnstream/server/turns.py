@@ -96,21 +96,23 @@ class TurnManager:
 
     # starting ----------------------------------------------------------------------------
     async def start(self, session: Session, message: str, client_tools: list[dict[str, Any]] | None = None, *,
-                    attachments: Sequence[Attachment] = ()) -> tuple[str, Subscription]:
+                    attachments: Sequence[Attachment] = (),
+                    parent_turn_id: str | None = None) -> tuple[str, Subscription]:
         """Start a turn; return its id and a subscription that has every event from the
         first. Raises ``TurnConflictError`` when the session has an open turn (after making
         sure its process is alive: a dead one's turn is taken over, or ended, first),
         ``Overloaded`` when the turn could not be admitted in time, ``ShuttingDown`` while the
-        server stops."""
+        server stops. ``parent_turn_id``: as for ``TurnRunner.run`` (docs/branches.md)."""
         try:
-            return await self._start(session, message, client_tools, attachments)
+            return await self._start(session, message, client_tools, attachments, parent_turn_id)
         except TurnConflictError as exc:
             if exc.turn_id not in await self.sweep():
                 raise
-            return await self._start(session, message, client_tools, attachments)  # ended there (interrupt mode)
+            # ended there (interrupt mode)
+            return await self._start(session, message, client_tools, attachments, parent_turn_id)
 
     async def _start(self, session: Session, message: str, client_tools: list[dict[str, Any]] | None,
-                     attachments: Sequence[Attachment]) -> tuple[str, Subscription]:
+                     attachments: Sequence[Attachment], parent_turn_id: str | None) -> tuple[str, Subscription]:
         if self.draining:
             raise ShuttingDown()
         await self.admission.admit()
@@ -139,7 +141,7 @@ class TurnManager:
         runner = TurnRunner(config, self.store, on_event=on_event)
         live = _Live(runner, session.id)
         task = self._spawn(live, runner.run(session.id, message, client_tools=client_tools,
-                                            attachments=attachments))
+                                            attachments=attachments, parent_turn_id=parent_turn_id))
 
         def on_done(t: asyncio.Task[None]) -> None:
             self.admission.release()
