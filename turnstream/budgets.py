@@ -29,6 +29,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Literal
 
 from .blocks import BLOCK_ADAPTER, Block, ToolResultBlock, ToolUseBlock, Usage
+from .branches import path
 from .events import BudgetReached, BudgetScope, BudgetWarning, StepUsage, ToolRequest
 from .lifecycle import TurnRecorder
 from .limits import Budgets, Ceiling
@@ -180,8 +181,10 @@ class Meter:
         if not self.estimated:
             log.warning("turn %s: the server reports no token counts; the budgets count an estimate", rec.turn_id)
         self.estimated = True
-        if self._history_chars is None:
-            earlier = [t for t in await self.store.list_turns(rec.session_id) if t.id != rec.turn_id]
+        if self._history_chars is None:  # what the turn reads: the path to its parent, not other branches
+            turns = await self.store.list_turns(rec.session_id)
+            me = next((t for t in turns if t.id == rec.turn_id), None)
+            earlier = path(turns, me.parent_turn_id) if me is not None else []
             self._history_chars = sum(len(t.input) + _size(t.blocks) for t in earlier)
         read = self._history_chars + len(rec.user_input) + _size(b for b in rec.blocks if b.step < step)
         wrote = _size(b for b in rec.blocks if b.step == step)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from turnstream import tool
-from turnstream.blocks import ToolResultBlock, Turn
+from turnstream.blocks import ToolResultBlock, Turn, Usage
 from turnstream.budgets import ANSWER_NOW, BUDGET_SPENT
 from turnstream.events import BudgetWarning, StepUsage, StreamEvent, ToolRequest
 from turnstream.lifecycle import BUDGET_DECLINED, submit_tool_result
@@ -228,3 +228,20 @@ async def test_a_server_that_reports_no_usage_is_charged_an_estimate_and_stops_a
     assert await spent(store, f"turn:{turn.id}") == expected >= 400
     (paused,) = [r for r in requests(events) if r.budget is not None]
     assert paused.note is not None and paused.note.endswith(ESTIMATED)
+
+
+async def test_an_estimate_counts_only_the_turns_the_step_read(store: Store) -> None:
+    """Without token counts a step is charged what it read: the path to its turn's parent,
+    not a sibling branch (docs/branches.md)."""
+    from turnstream.budgets import CHARS_PER_TOKEN, Meter
+    from turnstream.lifecycle import TurnRecorder
+
+    session = await store.create_session("u1")
+    first = await store.create_turn(session.id, "a" * 400, model="m")
+    await store.finish_turn(first.id, status="complete", stop_reason="end_turn", usage=Usage(), steps=0)
+    other = await store.create_turn(session.id, "b" * 4_000, model="m", parent_turn_id=first.id)
+    await store.finish_turn(other.id, status="complete", stop_reason="end_turn", usage=Usage(), steps=0)
+    mine = await store.create_turn(session.id, "c" * 40, model="m", parent_turn_id=first.id)  # b's sibling
+    rec = TurnRecorder(store, mine.id, session.id, user_input="c" * 40)
+    estimate = await Meter(store, Budgets(), "openai:m")._estimate(rec, 1)
+    assert estimate.input_tokens == -(-(400 + 40) // CHARS_PER_TOKEN)
