@@ -16,8 +16,10 @@ from .blocks import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    Turn,
     UserBlock,
 )
+from .branches import path
 from .settings import DatabaseURL
 from .store import open_store
 
@@ -46,6 +48,15 @@ def describe(block: Block) -> str:
     raise AssertionError(f"unknown block {block!r}")
 
 
+def _turn(out: Console, turn: Turn, label: str) -> None:
+    out.print(f"\n[bold]user:[/bold] {escape(turn.input)} [dim]({label})[/dim]")
+    for block in turn.blocks:
+        out.print(describe(block))
+    usage = turn.usage
+    out.print(f"[dim]{turn.status} · {turn.stop_reason} · {turn.steps} step(s) · "
+              f"{usage.input_tokens} in / {usage.output_tokens} out[/dim]")
+
+
 async def replay(session_id: str, *, db: str | DatabaseURL | None = None, console: Console | None = None) -> int:
     out = console or Console()
     store = open_store(db)
@@ -56,13 +67,18 @@ async def replay(session_id: str, *, db: str | DatabaseURL | None = None, consol
             out.print(f"[red]no session {escape(session_id)}[/red]")
             return 1
         out.print(f"[bold]{escape(session.title or session.id)}[/bold] [dim]{session.model}[/dim]")
-        for turn in session.turns:
-            out.print(f"\n[bold]user:[/bold] {escape(turn.input)}")
-            for block in turn.blocks:
-                out.print(describe(block))
-            usage = turn.usage
-            out.print(f"[dim]{turn.status} · {turn.stop_reason} · {turn.steps} step(s) · "
-                      f"{usage.input_tokens} in / {usage.output_tokens} out[/dim]")
+        # The branch the session shows, from its first turn; then every other version, each
+        # saying which turn it follows (docs/branches.md). Turns are numbered in creation order.
+        shown = path(session.turns, session.current_leaf) or session.turns
+        number = {t.id: i for i, t in enumerate(session.turns, 1)}
+        for turn in shown:
+            _turn(out, turn, f"#{number[turn.id]}")
+        others = [t for t in session.turns if t not in shown]
+        if others:
+            out.print("\n[bold]Other branches[/bold] [dim](versions not on the branch shown)[/dim]")
+            for turn in others:
+                after = f"after #{number[turn.parent_turn_id]}" if turn.parent_turn_id in number else "a first turn"
+                _turn(out, turn, f"#{number[turn.id]}, {after}")
         return 0
     finally:
         await store.aclose()

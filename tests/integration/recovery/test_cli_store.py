@@ -165,3 +165,23 @@ def test_help_of_serve_and_chat_gives_each_flag_its_description_variable_and_def
             assert want in text, (command, want)
     # The default shown is the one in force: the environment's value when it sets one.
     assert "($TURNSTREAM_PORT; now: 9123)" in _help("serve", TURNSTREAM_PORT="9123")
+
+
+async def test_replay_shows_the_branch_shown_then_the_other_versions(tmp_path: Path, mock_provider: MockHandle,
+                                                                     scenario_name: str) -> None:
+    model = mock_provider.scenario(scenario_name, {"steps": [{"blocks": [{"type": "text", "text": "{{input}}!"}]}]})
+    db = f"sqlite:///{tmp_path / 'branches.db'}"
+    provider = AnthropicProvider(model, api_key="test-key", base_url=mock_provider.base_url)
+    agent = Agent(provider, store=open_store(db), session_id="ses-branches")
+    try:
+        first = await agent.run("one")
+        await agent.run("two")
+        edited = await agent.run("two, edited", parent_turn_id=first.id)  # the branch shown now
+    finally:
+        await agent.aclose()
+    assert edited.status == "complete"
+    out = turnstream("replay", "ses-branches", "--db", db)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert text.index("user: one (#1)") < text.index("user: two, edited (#3)") < text.index("Other branches")
+    assert text.index("Other branches") < text.index("user: two (#2, after #1)")
