@@ -29,6 +29,28 @@ async def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         yield url
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """``db_url`` for synchronous tests (a server started as a child process opens it)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'turns.db'}"
+        return
+    from tests.support.pg import scratch_schema_sync
+
+    with scratch_schema_sync(request.getfixturevalue("pg_url"), "takeover") as url:
+        yield url
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A folder with two FIFOs a scripted tool waits on: ``started`` and ``never``."""
+    d = tmp_path / "takeover"
+    d.mkdir()
+    os.mkfifo(d / "started")
+    os.mkfifo(d / "never")
+    return d
+
+
 @pytest.fixture
 def pg_cluster() -> Iterator[Cluster]:
     """A private cluster, started; stopped and removed after the test."""

@@ -4,36 +4,13 @@ model then receives reads the side branch's path and nothing of the branch besid
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.integration.recovery.test_takeover import follow, kill_9, runs, serve, wait_started
 from tests.support.mock_provider import MockHandle
-from tests.support.pg import scratch_schema_sync
 from tests.support.server import new_session, run_turn, sse
 from turnstream.mock.validate import anthropic_errors
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'turns.db'}"
-        return
-    with scratch_schema_sync(request.getfixturevalue("pg_url"), "branches") as url:
-        yield url
-
-
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    d = tmp_path / "takeover"
-    d.mkdir()
-    os.mkfifo(d / "started")
-    os.mkfifo(d / "never")
-    return d
 
 
 def texts(body: dict[str, Any]) -> list[str]:

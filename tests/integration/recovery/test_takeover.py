@@ -48,24 +48,6 @@ def _text(t: str) -> dict[str, Any]:
     return {"type": "text", "text": t}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'turns.db'}"
-        return
-    with scratch_schema_sync(request.getfixturevalue("pg_url"), "takeover") as url:
-        yield url
-
-
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    d = tmp_path / "takeover"
-    d.mkdir()
-    os.mkfifo(d / "started")
-    os.mkfifo(d / "never")
-    return d
-
-
 def serve(tmp_path: Path, db: str, mock: MockHandle, folder: Path, name: str = "server",
           **env: str) -> Server:
     return start_server(tmp_path, db=db, name=name, env={
