@@ -12,6 +12,7 @@ from typing import TextIO
 from rich.console import Console
 from rich.markup import escape
 
+from .. import branches
 from ..agent import LOCAL_USER, Agent, open_store_url
 from ..blocks import Turn
 from ..content import MediaPart
@@ -21,8 +22,10 @@ from ..store import Store
 from ..tools.tool import Tool
 from ..tools.toolset import Toolset
 from ..toolsets import calculator_tool, make_file_tools
+from .branching import LocalBranching
+from .history import show_history
 from .servers import MCP_COMMAND, show_and_retry, watch
-from .ui import ChatUI, LineReader, converse, show_history
+from .ui import ChatUI, LineReader, converse
 
 SYSTEM_PROMPT = """\
 You are a helpful assistant in a terminal. You can read files under {root} with list_directory \
@@ -38,8 +41,8 @@ def chat_db_url(home: Path) -> str:
 
 async def _open_session(store: Store, session: str | None, model: str) -> tuple[str, list[Turn]]:
     await store.open()
-    if session is not None and await store.get_session(session) is not None:
-        return session, await store.list_turns(session)
+    if session is not None and (found := await store.get_session(session)) is not None:
+        return session, branches.path(await store.list_turns(session), found.current_leaf)
     created = await store.create_session(LOCAL_USER, model=model, session_id=session)
     return created.id, []
 
@@ -101,7 +104,12 @@ async def run_chat(
             await chat.turn(agent, message, session_id, parts)
 
         servers = watch(console, extra_tools)
-        commands = {MCP_COMMAND: lambda: show_and_retry(console, servers)} if servers else None
+
+        async def show_servers(args: str) -> None:
+            show_and_retry(console, servers)
+
+        extra = [(MCP_COMMAND, "each MCP server's state; those that failed are tried again", show_servers)]
+        commands = LocalBranching(chat, agent, session_id).commands(extra if servers else ())
         await converse(chat, send, f"turnstream chat --session {session_id}", commands=commands)
         return 0
     finally:

@@ -37,6 +37,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
+from .. import branches
 from ..blocks import ToolResultBlock, ToolUseBlock, Turn, UserBlock
 from ..client import RemoteAPI, client_tool_spec, decode_event, split_server_url
 from ..content import ImagePart, MediaPart
@@ -46,8 +47,10 @@ from ..sse_decoder import SSEEvent
 from ..tools.executor import ToolExecutor
 from ..tools.tool import Tool
 from ..toolsets import calculator_tool, make_file_tools
+from .branching import RemoteBranching, remote_tree
 from .elicit import ask_elicitation
-from .ui import ChatUI, LineReader, converse, show_history
+from .history import show_history
+from .ui import ChatUI, LineReader, converse
 
 NEXT_TURN_WAIT = 10.0
 """How long to look for the turn the server starts from lines the followed turn never read."""
@@ -87,10 +90,13 @@ class RemoteChat:
 
     # one message
 
-    async def send(self, message: str, parts: Sequence[MediaPart] = ()) -> None:
-        """Run one turn for ``message`` and its images or PDFs; Ctrl-C cancels it on the server."""
+    async def send(self, message: str, parts: Sequence[MediaPart] = (), *, parent: str | None = None,
+                   again: str | None = None) -> None:
+        """Run one turn for ``message`` and its images or PDFs; Ctrl-C cancels it on the server.
+        ``parent``: the turn it follows (``branches.ROOT`` for none; left out, the current leaf);
+        ``again``: a turn whose message the server answers again beside it, instead."""
         self.turn_id = self.last_id = None
-        await self.chat.run_turn(lambda: self._turn(message, parts), on_cancel=self.cancel)
+        await self.chat.run_turn(lambda: self._turn(message, parts, parent, again), on_cancel=self.cancel)
 
     # lines typed while the turn runs (docs/steering.md)
 
@@ -156,7 +162,8 @@ class RemoteChat:
             await asyncio.sleep(pause)  # the server starts it as soon as the turn ends
             pause = min(pause * 2, 0.5)
 
-    async def _post_turn(self, message: str, parts: Sequence[MediaPart] = ()) -> AsyncGenerator[SSEEvent, None]:
+    async def _post_turn(self, message: str, parts: Sequence[MediaPart] = (), parent: str | None = None,
+                         again: str | None = None) -> AsyncGenerator[SSEEvent, None]:
         """``POST …/turns``; a declared tool that shadows a server tool of this session (422)
         is left out — the server's own tool of that name serves — and the post is retried.
         A server at capacity (503 with ``Retry-After``, nothing stored) is asked again after
@@ -167,9 +174,11 @@ class RemoteChat:
             if parts:
                 body["parts"] = [{"type": "image" if isinstance(p, ImagePart) else "file", "media_type": p.media_type,
                                   "data": base64.b64encode(p.data).decode(), "name": p.name} for p in parts]
+            if parent is not None:
+                body["parent_turn_id"] = parent or None
+            path = f"{self._session_path}/turns" + (f"/{again}/regenerate" if again else "")
             try:
-                stream = self.api.events("POST", f"{self._session_path}/turns", body=body,
-                                         on_headers=self._turn_headers)
+                stream = self.api.events("POST", path, body=None if again else body, on_headers=self._turn_headers)
                 async with contextlib.aclosing(stream) as events:
                     async for ev in events:
                         yield ev
@@ -212,9 +221,9 @@ class RemoteChat:
         return self.api.events("GET", f"{self._session_path}/turns/{self.turn_id}/events",
                                last_event_id=self.last_id)
 
-    async def _turn(self, message: str, parts: Sequence[MediaPart] = ()) -> None:
+    async def _turn(self, message: str, parts: Sequence[MediaPart], parent: str | None, again: str | None) -> None:
         try:
-            await self._drive(self._post_turn(message, parts))
+            await self._drive(self._post_turn(message, parts, parent, again))
             while (tid := await self._next_turn()) is not None:
                 self.turn_id, self.last_id = tid, None
                 self.chat.renderer.waiting()
@@ -467,7 +476,7 @@ async def run_remote_chat(
             session_id, session_model = await _open_session(api, session, model)
             remote = RemoteChat(api, chat, session_id, tools)
             chat.steer = remote.steer
-            history = await remote.turns() if session is not None else []
+            history = branches.path(*await remote_tree(api, session_id)) if session is not None else []
         except RemoteError as exc:
             console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             return 2
@@ -477,7 +486,8 @@ async def run_remote_chat(
                       highlight=False)
         show_history(console, history)
         await converse(chat, remote.send, f"turnstream chat --server {base} --session {session_id}",
-                       first=lambda: remote.settle_open_turn(history))
+                       first=lambda: remote.settle_open_turn(history),
+                       commands=RemoteBranching(chat, api, session_id, remote.send).commands())
         return 0
     finally:
         await api.aclose()

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..agent import LOCAL_USER, Agent
-from ..blocks import TextBlock, ToolUseBlock, Turn
+from ..blocks import ToolUseBlock
 from ..content import MediaPart
 from ..errors import InvalidValue, TurnstreamError
 from ..events import StreamEvent, ToolRequest
@@ -72,6 +72,21 @@ class LineReader:
     def discard(self) -> None:
         """Forget typed-ahead input (after Ctrl-C)."""
         self._buffer = ""
+
+    async def read_text(self) -> str | None:
+        """What was typed so far, newlines included, however much (a key pressed, a paste), or
+        None at end of input: for a line edited key by key (editline.py)."""
+        if not self._buffer and not self._eof:
+            chunk = await self._read_chunk()
+            if not chunk:
+                self._eof = True
+            self._buffer += self._decoder.decode(chunk, final=not chunk)
+        text, self._buffer = self._buffer, ""
+        return text or None
+
+    def unread(self, text: str) -> None:
+        """Give back what was read beyond a line, for the next reads."""
+        self._buffer = text + self._buffer
 
     async def _read_chunk(self) -> bytes:
         loop = asyncio.get_running_loop()
@@ -265,14 +280,17 @@ class ChatUI:
             self.error(f"{type(exc).__name__}: {exc}")
         self.renderer.newline()
 
-    async def turn(self, agent: Agent, message: str, session_id: str, parts: Sequence[MediaPart] = ()) -> None:
-        """Stream one local turn, answering what it asks (approvals, a budget's question, an MCP
-        server's); Ctrl-C cancels it: while it streams the Agent closes it out as ``cancelled``,
-        while it waits for an answer here the turn is closed out here."""
+    async def turn(self, agent: Agent, message: str, session_id: str, parts: Sequence[MediaPart] = (),
+                   parent_turn_id: str | None = None) -> None:
+        """Stream one local turn (after ``parent_turn_id``, else the current leaf), answering what
+        it asks (approvals, a budget's question, an MCP server's); Ctrl-C cancels it: while it
+        streams the Agent closes it out as ``cancelled``, while it waits for an answer here the
+        turn is closed out here."""
         waiting: list[str] = []
 
         async def consume() -> None:
-            events = agent.stream([message, *parts] if parts else message, session_id=session_id)
+            events = agent.stream([message, *parts] if parts else message, session_id=session_id,
+                                  parent_turn_id=parent_turn_id)
             while True:  # again after each round of questions
                 requests = [ev async for ev in self._shown(events) if isinstance(ev, ToolRequest)]
                 if not requests:
@@ -334,12 +352,13 @@ class ChatUI:
 
 async def converse(chat: ChatUI, send: Callable[[str, list[MediaPart]], Awaitable[None]], resume_command: str, *,
                    first: Callable[[], Awaitable[None]] | None = None,
-                   commands: Mapping[str, Callable[[], None]] | None = None) -> None:
+                   commands: Mapping[str, Callable[[str], Awaitable[None]]] | None = None) -> None:
     """The read–answer loop until the user leaves: Ctrl-D, Ctrl-C twice at the prompt, or a
     message that is only a farewell (which never reaches the model). ``/attach PATH`` adds an
     image or PDF to the next message, as does a line that is only such a file's path (a file
     dropped on the terminal). ``first`` runs before the first prompt, with Ctrl-C
-    already handled; a line that is one of ``commands`` runs it instead of being sent. Ends with
+    already handled; a line whose first word is one of ``commands`` runs it (with the rest of the
+    line) instead of being sent. Ends with
     the goodbye line naming ``resume_command``."""
     console = chat.console
     pending: list[MediaPart] = []
@@ -360,8 +379,9 @@ async def converse(chat: ChatUI, send: Callable[[str, list[MediaPart]], Awaitabl
             message = line.strip()
             if not message:
                 continue
-            if commands and message in commands:
-                commands[message]()
+            name, _, args = message.partition(" ")
+            if commands and name in commands:
+                await commands[name](args.strip())
                 continue
             if message == ATTACH or message.startswith(ATTACH + " "):
                 attach(console, message, pending)
@@ -376,15 +396,3 @@ async def converse(chat: ChatUI, send: Callable[[str, list[MediaPart]], Awaitabl
     chat.renderer.newline()
     console.print(GOODBYE.format(command=resume_command), highlight=False, markup=False, soft_wrap=True)
 
-
-def show_history(console: Console, turns: list[Turn], keep: int = 3) -> None:
-    if not turns:
-        return
-    console.print(f"[dim]… {len(turns)} earlier turn(s); the last ones:[/]", highlight=False)
-    for t in turns[-keep:]:
-        console.print(f"[bold]you ›[/] {escape(t.input)}", highlight=False)
-        last = [b for b in t.blocks if isinstance(b, TextBlock) and b.step == t.steps]
-        answer = "".join(b.text for b in last).strip()
-        if answer:
-            who = f"[bold magenta]{escape(last[0].agent)}:[/] " if last[0].agent else ""
-            console.print(who + f"[dim]{escape(answer)}[/]", highlight=False)
