@@ -5,6 +5,7 @@
 //   api.js       the key and the HTTP API          dom.js       small DOM helpers
 //   chat.js      the chat pane, sending, following a turn's event stream
 //   turn.js      one turn's blocks, errors in words, Retry
+//   branches.js  versions of a message: edit, Regenerate, ‹ 2/3 ›
 //   toolview.js  a tool call as one line that opens to its formatted input and result
 //   sessions.js  the chat list                      dialog.js    the page's confirmation dialog
 //   live.js      the session's WebSocket            layout.js    drawer and tabs on small screens
@@ -223,7 +224,7 @@ const app = {
     let view = chat.turns.find((t) => t.turnId === tid);
     if (!view) {
       // A turn this tab is starting has no id until its own stream says; wait for that.
-      if (name !== "turn_start" || chat.turns.some((t) => !t.turnId)) return;
+      if (name !== "turn_start" || chat.turns.some((t) => !t.turnId) || chat.branches.starting) return;
       view = chat.addTurn(new TurnView(chat, { turnId: tid, input: "…" }));
       view.remote = true;
       chat.deliverQueued(view);
@@ -241,7 +242,18 @@ const app = {
     try {
       const s = await api.json(`/api/sessions/${sessionId}`);
       const t = (s.turns || []).find((x) => x.id === view.turnId);
-      if (t) view.setInput(t.input);
+      if (!t || sessionId !== this.chat.sessionId) return;
+      const chat = this.chat;
+      const before = chat.turns[chat.turns.indexOf(view) - 1];
+      if ((t.parent_turn_id ?? null) !== (before?.turnId ?? null) && chat.turns.includes(view)) {
+        // A new version started elsewhere (an edit, a regenerated answer): show its branch.
+        await chat.load(s);
+        return;
+      }
+      view.setInput(t.input);
+      view.parentId = t.parent_turn_id ?? null;
+      chat.branches.setTurns(s.turns);
+      chat.branches.update();
     } catch {
       /* the message stays elided */
     }

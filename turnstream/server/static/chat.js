@@ -3,6 +3,7 @@
 
 import { api, errorText } from "./api.js";
 import { ComposerAttachments } from "./attachments.js";
+import { Branches } from "./branches.js";
 import { $, announce, h, toast } from "./dom.js";
 import { parseEventId, readEvents } from "./sse.js";
 import { ENDED, TurnView, recallN } from "./turn.js";
@@ -66,6 +67,12 @@ export class Chat {
     this.turns = [];
     this.active = null; // the TurnView being streamed
     this.controllers = new Set();
+    this.branches = new Branches(this);
+    // No event tells this tab that another one switched the branch shown: it asks when shown again.
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState === "visible") this.branches.sync();
+    });
+    window.addEventListener("focus", () => this.branches.sync());
     this.form.addEventListener("submit", (e) => {
       e.preventDefault();
       this.send();
@@ -114,6 +121,7 @@ export class Chat {
     this.sessionId = sessionId;
     this.turns = [];
     this.active = null;
+    this.branches.clear();
     this.log.replaceChildren();
     this.updateControls();
   }
@@ -173,6 +181,20 @@ export class Chat {
     $("#chat-status").textContent = running ? "Assistant is working… (a message sent now is queued for it)"
       : waiting ? "Waiting for you" : "";
     document.body.classList.toggle("turn-running", running);
+    this.branches.update();
+  }
+
+  // The last turn shown that the server knows: what a new message follows.
+  leafId() {
+    return this.turns.findLast((t) => t.turnId)?.turnId ?? null;
+  }
+
+  clientToolSpecs() {
+    return Object.values(CLIENT_TOOLS).map((t) => t.spec);
+  }
+
+  newTurn(opts) {
+    return this.addTurn(new TurnView(this, opts));
   }
 
   // Sends `text` (the composer's text and attachments when none is given). A new chat is
@@ -200,7 +222,10 @@ export class Chat {
       this.attachments.restore(taken.files);
     };
     const pending = open ? open.addQueued(message, taken.row) : null;
-    const view = open ? null : this.addTurn(new TurnView(this, { input: message, attachments: taken.row }));
+    // A new turn follows the last turn this page shows (another tab may have switched the
+    // session's branch meanwhile: what the user sees is what they go on from).
+    const leaf = open ? null : this.leafId();
+    const view = open ? null : this.addTurn(new TurnView(this, { input: message, attachments: taken.row, parentId: leaf }));
     if (view) {
       this.active = view;
       this.updateControls();
@@ -209,7 +234,8 @@ export class Chat {
     const body = { message };
     if (taken.parts.length) body.parts = taken.parts;
     // Client tools are declared with a new turn only: a turn that is open keeps its own.
-    if (!open) body.client_tools = Object.values(CLIENT_TOOLS).map((t) => t.spec);
+    if (!open) body.client_tools = this.clientToolSpecs();
+    if (leaf) body.parent_turn_id = leaf;
     const ctl = new AbortController();
     this.controllers.add(ctl);
     let resp;
@@ -357,6 +383,7 @@ export class Chat {
     if (id && !view.turnId) {
       view.turnId = id.turnId;
       view.node.dataset.turnId = id.turnId;
+      this.branches.register(view);
     }
     const fresh = view.apply(ev.event, data, id ? id.n : null);
     if (fresh) {
@@ -406,9 +433,15 @@ export class Chat {
     }
   }
 
-  async load(session) {
+  // Shows the session's current branch: its turns from the first to `current_leaf`. `keep`: the
+  // place on that path of a turn to keep in view (a version switch), its `focus` button focused.
+  async load(session, { keep = -1, focus = null } = {}) {
     this.reset(session.id);
-    const turns = session.turns || [];
+    const all = session.turns || [];
+    this.branches.setTurns(all);
+    const leaf = session.current_leaf ?? all.at(-1)?.id;
+    const onPath = new Set(this.branches.path(leaf).map((t) => t.id));
+    const turns = all.filter((t) => onPath.has(t.id));
     if (!turns.length) this.showIntro(this.app.config?.demo);
     for (const t of turns) {
       const view = this.addTurn(TurnView.fromStored(this, t));
@@ -422,7 +455,15 @@ export class Chat {
       }
     }
     this.updateControls();
-    this.scrollSoon(true);
+    const kept = this.turns[keep];
+    if (!kept) {
+      this.scrollSoon(true);
+      return;
+    }
+    this.stick = false;
+    kept.node.scrollIntoView({ block: "nearest" });
+    const v = kept.versions;
+    if (v) (v[focus]?.disabled ? (focus === "prev" ? v.next : v.prev) : v[focus])?.focus();
   }
 }
 

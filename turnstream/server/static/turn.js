@@ -10,6 +10,7 @@ import { storedAttachments } from "./attachments.js";
 import { announce, h, toast } from "./dom.js";
 import { highlightAll } from "./highlight.js";
 import { renderMarkdown } from "./markdown.js";
+import { NOTEBOOK_NOTE } from "./branches.js";
 import { ToolCard, folded } from "./toolview.js";
 
 export const ENDED = new Set(["complete", "failed", "cancelled", "interrupted"]);
@@ -169,9 +170,10 @@ class BlockView {
 
 // --- turns --------------------------------------------------------------------------------
 export class TurnView {
-  constructor(chat, { turnId = null, input = "", status = "running", attachments = null } = {}) {
+  constructor(chat, { turnId = null, input = "", status = "running", attachments = null, parentId = null } = {}) {
     this.chat = chat;
     this.turnId = turnId;
+    this.parentId = parentId; // the turn this one follows (docs/branches.md), null for a first turn
     this.input = input;
     this.status = status;
     this.lastN = 0;
@@ -185,7 +187,12 @@ export class TurnView {
     this.userBody = h("div", { class: "msg-body", text: input });
     this.inputAttachments = attachments; // shown from the composer's files, or later from the store
     this.queued = []; // messages sent while this turn was open, not yet taken by it
-    this.node.append(h("div", { class: "msg msg-user" }, h("div", { class: "msg-who", text: "You" }), this.userBody, attachments));
+    this.editBtn = h("button", { type: "button", class: "btn btn-small btn-ghost btn-edit", text: "✎",
+      "aria-label": "Edit this message", title: "Edit this message (sends a new version)",
+      onclick: () => chat.branches.startEdit(this) });
+    this.userActions = h("div", { class: "msg-actions" }, this.editBtn);
+    this.node.append(h("div", { class: "msg msg-user" }, h("div", { class: "msg-who", text: "You" }), this.userBody, attachments,
+      this.userActions));
     this.blocksEl = h("div", { class: "msg msg-assistant", "aria-label": "Assistant" });
     this.who = h("div", { class: "msg-who", text: "Assistant" });
     this.blocksEl.append(this.who);
@@ -193,9 +200,50 @@ export class TurnView {
     this.typing = h("div", { class: "typing", "aria-hidden": "true" }, h("span"), h("span"), h("span"));
     this.footer = h("div", { class: "turn-footer muted" });
     this.blocksEl.append(this.typing);
-    this.node.append(this.blocksEl, this.footer);
+    this.regenBtn = h("button", { type: "button", class: "btn btn-small btn-ghost btn-regenerate", text: "↻ Regenerate",
+      "aria-label": "Regenerate this answer", title: "Ask for another answer to this message (a new version)",
+      hidden: true, onclick: () => chat.branches.regenerate(this) });
+    this.answerActions = h("div", { class: "answer-actions" }, this.regenBtn);
+    this.node.append(this.blocksEl, this.footer, this.answerActions);
+    this.versions = null;
     this.setStatus(status);
     if (turnId) this.node.dataset.turnId = turnId;
+  }
+
+  // "‹ 2/3 ›" under the message when its turn has siblings (`info`: {index, count}), else nothing.
+  showVersions(info, busy) {
+    if (!info) {
+      this.versions?.remove();
+      this.versions = null;
+      return;
+    }
+    if (!this.versions) {
+      const prev = h("button", { type: "button", class: "btn btn-small btn-ghost version-prev", text: "‹",
+        "aria-label": "Previous version", onclick: () => this.chat.branches.switchBy(this, -1) });
+      const next = h("button", { type: "button", class: "btn btn-small btn-ghost version-next", text: "›",
+        "aria-label": "Next version", onclick: () => this.chat.branches.switchBy(this, 1) });
+      const label = h("span", { class: "version-label" });
+      this.versions = h("div", { class: "versions", role: "group", title: NOTEBOOK_NOTE }, prev, label, next);
+      this.versions.prev = prev;
+      this.versions.next = next;
+      this.versions.label = label;
+      this.userActions.append(this.versions);
+    }
+    const { prev, next, label } = this.versions;
+    label.textContent = `${info.index}/${info.count}`;
+    this.versions.setAttribute("aria-label", `Version ${info.index} of ${info.count} of this message. ${NOTEBOOK_NOTE}`);
+    this.versions.dataset.index = String(info.index);
+    this.versions.dataset.count = String(info.count);
+    prev.disabled = busy || info.index <= 1;
+    next.disabled = busy || info.index >= info.count;
+  }
+
+  // Edit and Regenerate: offered on a stored turn while no turn runs (the server allows one open
+  // turn per session); Regenerate once the answer has ended.
+  enableBranching(can) {
+    this.editBtn.disabled = !can;
+    this.regenBtn.hidden = !this.turnId || !ENDED.has(this.status);
+    this.regenBtn.disabled = !can;
   }
 
   setInput(text) {
@@ -523,7 +571,8 @@ export class TurnView {
 
   // A stored turn from GET /api/sessions/{id}.
   static fromStored(chat, turn) {
-    const view = new TurnView(chat, { turnId: turn.id, input: turn.input, status: turn.status });
+    const view = new TurnView(chat, { turnId: turn.id, input: turn.input, status: turn.status,
+      parentId: turn.parent_turn_id ?? null });
     view.stored = true;
     for (const block of turn.blocks || []) {
       view.apply("block_stop", { index: block.seq, block }, null);
