@@ -19,6 +19,7 @@ from typing import Any
 import pexpect
 import pytest
 
+from tests.support import terminal
 from tests.support.mock_provider import MockHandle
 from tests.support.server import Server, start_server
 from tests.support.terminal import Chat
@@ -88,6 +89,15 @@ def _retry_edit_switch(chat: Chat, sent: Any) -> None:
     chat.expect("edit › ")
     chat.child.send("\x1b")  # Escape: nothing is sent
     chat.expect("edit cancelled")
+    assert len(sent()) == 4
+    chat.say("/edit")
+    chat.expect("edit › ")
+    chat.child.send("two, no")
+    chat.child.sendintr()  # Ctrl-C gives up the edit, and is not half of leaving the chat
+    chat.expect("edit cancelled")
+    chat.expect(terminal.PROMPT)
+    chat.child.sendintr()
+    chat.expect("press Ctrl-C again")
     assert len(sent()) == 4
 
     chat.say("/branches")

@@ -130,11 +130,11 @@ async def edit_line(chat: ChatUI, previous: str) -> str | None:
         await asyncio.wait({task})
     finally:
         chat.interrupts.at_prompt = None
+    chat.interrupts.presses_at_prompt = 0  # Ctrl-C here gave up the edit, not half of leaving
     if task.cancelled():
         chat.reader.discard()
         chat.console.print()
         return None
-    chat.interrupts.presses_at_prompt = 0
     return task.result()
 
 
