@@ -154,14 +154,17 @@ def test_edit_without_a_terminal_takes_the_next_line(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "TURNSTREAM_"))}
     env["TURNSTREAM_HOME"] = str(tmp_path / "home")
     done = subprocess.run([str(BIN), "chat", "--model", "scripted:echo", "--root", str(tmp_path)],
-                          input="first try\n/edit\nsecond try\n/branches\nbye\n", capture_output=True,
+                          input="first try\n/edit\nsecond try\n/edit third try\n/branches\nbye\n",
+                          capture_output=True,
                           text=True, env=env, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "your last message: first try" in out
     assert "You said: second try" in out
-    assert "2 branch(es)" in out
-    assert "▸ 2. turn 1 · you › second try" in out
+    assert "You said: third try" in out  # /edit TEXT: sent at once
+    assert "3 branch(es)" in out
+    assert "  2. turn 1 · you › second try" in out
+    assert "▸ 3. turn 1 · you › third try" in out
 
 
 @pytest.fixture(scope="module")
