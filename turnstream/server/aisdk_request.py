@@ -1,5 +1,6 @@
 """Reading what ``useChat`` sends: which major of the ``ai`` package speaks, the user's text,
-and the answers an assistant message carries back (client tools' outputs, approvals).
+the conversation before it (where the new message goes: ``branch_point``), and the answers
+an assistant message carries back (client tools' outputs, approvals).
 
 Which version: the transport does not say, so the client does, in this order:
 
@@ -16,6 +17,7 @@ Which version: the transport does not say, so the client does, in this order:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -24,6 +26,7 @@ from ..content import MediaPart, decode_base64, part_of
 from ..errors import ContentRejected
 from .aisdk import VERSIONS, Version
 from .api import Call
+from .branch_point import Said
 from .errors import invalid_field
 from .models import UIMessageIn, UIPartIn
 
@@ -57,6 +60,18 @@ def requested_version(call: Call, messages: list[UIMessageIn] | None = None) -> 
 
 def message_text(message: UIMessageIn) -> str:
     return "".join(p.text or "" for p in message.parts if p.type == "text")
+
+
+def said(messages: Sequence[UIMessageIn]) -> list[Said]:
+    """The user messages of a conversation, each with the ids of the assistant messages that
+    answer it (the server names an answer's message after its turn)."""
+    out: list[tuple[str, set[str]]] = []
+    for m in messages:
+        if m.role == "user":
+            out.append((message_text(m), set()))
+        elif m.role == "assistant" and out and m.id:
+            out[-1][1].add(m.id)
+    return [Said(text, frozenset(named)) for text, named in out]
 
 
 FILE_FIELDS = {"media_type": "mediaType", "data": "url"}
@@ -130,4 +145,4 @@ def answers(message: UIMessageIn, where: tuple[str | int, ...]) -> list[Answer]:
 
 
 __all__ = ["FILE_FIELDS", "HEADER", "QUERY", "Answer", "answers", "file_parts", "message_text", "requested_version",
-           "tool_part_name"]
+           "said", "tool_part_name"]

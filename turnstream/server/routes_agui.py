@@ -17,7 +17,11 @@ apart from AI SDK chat ids); a new thread takes ``model`` and ``toolset`` from
   turn goes on in this run (``steering.py``);
 * when the thread's turn runs: a new user message is queued for its next step, and the run
   says so (``RUN_STARTED``, ``CUSTOM`` ``turnstream-steering``, ``RUN_FINISHED``); anything
-  else is 409.
+  else is 409;
+* where a new turn goes in the thread's tree (docs/branches.md): the earlier user messages
+  are compared with the stored turns (``branch_point``); a history that leaves the branch
+  shown (an edited message, or the messages after one dropped) starts the turn after the
+  last turn it agrees with, as a new branch: never steering, 409 while a turn is open.
 
 A run streams live; ``X-Turnstream-Steps: whole`` (or ``?steps=whole``) holds each step until
 its provider stream has ended (``agui.py``).
@@ -36,6 +40,7 @@ from ..blocks import Session, Turn, Usage
 from ..lifecycle import pending_requests
 from .agui import AGUIEncoder, agui_error_response, agui_queued_response, agui_response, steering_event
 from .api import API, OVERLOADED, Call, Reply
+from .branch_point import Said, branch_point
 from .errors import conflict, invalid_field
 from .follow import Follower
 from .models import TOOLSETS, CancelOut, ClientTool, SteerOut, Toolset
@@ -151,6 +156,16 @@ async def _answer(call: Call, session: Session, turn: Turn,
     return follower
 
 
+async def _branch(call: Call, session: Session, body: RunAgentInputIn) -> str | None:
+    """The turn the run's new message follows when its history leaves the branch shown
+    (``branch_point``: an edited or shortened history; ``ROOT`` for a new first message);
+    None: after the current leaf, as before branches."""
+    history = [Said(_text(m)) for m in body.messages[:-1] if m.role == "user"]
+    if not history or session.current_leaf is None:
+        return None
+    return branch_point(await call.state.store.list_turns(session.id), session.current_leaf, history)
+
+
 async def _steer(call: Call, session: Session, turn: Turn, text: str) -> tuple[SteerOut, int] | None:
     """Give the run's new message to the thread's open turn (``steering.py``): what became of
     it, and the turn's last event before the denials it may have made (where this run's
@@ -191,6 +206,7 @@ async def agui_run(call: Call) -> Response:
             if feed is not None:
                 feed.close()
             return agui_error_response(body.threadId, body.runId, *answered)
+        parent = None if isinstance(answered, Follower) else await _branch(call, session, body)
         if isinstance(answered, Follower):
             assert turn is not None
             follower, base = answered, turn.usage
@@ -198,6 +214,8 @@ async def agui_run(call: Call) -> Response:
             _message(body)  # a 422 before anything changes
             assert turn is not None
             await state.turns.cancel(session.id, turn.id)
+        elif parent is not None:  # the history leaves the branch shown: a new branch, never steering
+            _message(body)
         elif turn is not None:  # the turn runs, or waits on approvals only: the message steers it
             steered = await _steer(call, session, turn, _message(body))
             if steered is not None and steered[0].outcome == "queued":
@@ -210,7 +228,8 @@ async def agui_run(call: Call) -> Response:
                                     ping_interval=state.settings.ping_interval)
                 base, lead = turn.usage, [steering_event(steered[0].model_dump())]
         if follower is None:
-            follower = await start_turn(state, session, _message(body), _client_tools(call, session, body))
+            follower = await start_turn(state, session, _message(body), _client_tools(call, session, body),
+                                        parent_turn_id=parent)
     except BaseException:
         if feed is not None:
             feed.close()

@@ -6,11 +6,17 @@
   text and its ``file`` parts (images and PDFs in ``data:`` URLs) start a turn; while the
   chat's turn is open, they steer it instead (``steering.py``: queued for its next step, or
   the reason for denying the calls waiting for approval), and the stream says so in a
-  transient ``data-turnstream-steering`` chunk. When it is the assistant's, its tool parts that carry an answer
-  (a client tool's ``output-available`` / ``output-error``; from 6 on, an approval's
-  ``approval-responded`` with ``approval.approved`` and ``approval.reason``) answer the
-  session's waiting turn, which then continues in the same assistant message. Client tools
-  are declared in the body (``client_tools``, e.g. through the transport's ``body``).
+  transient ``data-turnstream-steering`` chunk. Where the new turn goes in the session's tree
+  (docs/branches.md) is read from the conversation the client sends along
+  (``branch_point``): a message after an edited or shortened history follows the last turn
+  the history agrees with, and ``regenerate()`` (``trigger: "regenerate-message"``,
+  ``messageId`` the answer's, which is its turn's id) answers that turn's message again
+  beside it; both start a branch (409 while a turn is open), never steer. When the last
+  message is the assistant's, its tool parts that carry an answer (a client tool's
+  ``output-available`` / ``output-error``; from 6 on, an approval's ``approval-responded``
+  with ``approval.approved`` and ``approval.reason``) answer the session's waiting turn,
+  which then continues in the same assistant message. Client tools are declared in the body
+  (``client_tools``, e.g. through the transport's ``body``).
 * ``GET /api/chat/{chat_id}/stream`` is what ``useChat({resume: true})`` calls: the chat's
   open turn (running, or waiting for the client) from its first event, stored ones first and
   then live, from whichever process runs it; ``204`` when no turn is open (or no such chat).
@@ -30,12 +36,23 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
-from ..blocks import Attachment, Session
+from ..blocks import Attachment, Session, Turn, UserBlock
+from ..branches import ROOT
 from ..errors import ContentRejected
 from ..lifecycle import pending_requests
 from .aisdk import STEERING_PART, UIMessageStreamEncoder, Version, chunks_response, ui_stream_response
-from .aisdk_request import FILE_FIELDS, VERSION_PARAMS, Answer, answers, file_parts, message_text, requested_version
+from .aisdk_request import (
+    FILE_FIELDS,
+    VERSION_PARAMS,
+    Answer,
+    answers,
+    file_parts,
+    message_text,
+    requested_version,
+    said,
+)
 from .api import API, OVERLOADED, Call, Reply
+from .branch_point import branch_point, follow
 from .errors import ApiError, conflict, invalid_field, not_found
 from .follow import Follower
 from .models import ID_PATTERN, CancelOut, ChatRequest
@@ -145,12 +162,16 @@ async def chat(call: Call) -> Response:
             specs = client_tool_specs(state, session, body.client_tools)
             refs = await checked_and_stored(state, media, [*last_field, "parts"], media_index,
                                             FILE_FIELDS) if media else []
-            started = await _start_or_steer(call, session, message_text(last), specs, refs)
-            if not isinstance(started, Follower):
-                if feed is not None:
-                    feed.close()
-                return await _steered(call, session, started, version, steps, meta)
-            follower = started
+            branch = await _branch(call, session, body)
+            if branch is not None:
+                follower = await _start_branch(call, session, branch, message_text(last), specs, refs)
+            else:
+                started = await _start_or_steer(call, session, message_text(last), specs, refs)
+                if not isinstance(started, Follower):
+                    if feed is not None:
+                        feed.close()
+                    return await _steered(call, session, started, version, steps, meta)
+                follower = started
             encoder = UIMessageStreamEncoder(version=version, message_id=follower.turn_id, metadata=meta, steps=steps)
         else:
             follower, denied, decided = await _continue(call, session, body)
@@ -163,6 +184,45 @@ async def chat(call: Call) -> Response:
         raise
     items = with_notebook(follower.batches(), feed)
     return ui_stream_response(items, encoder, headers={"X-Turn-Id": follower.turn_id})
+
+
+async def _branch(call: Call, session: Session, body: ChatRequest) -> tuple[str, Turn | None] | None:
+    """Where the chat's new user message goes when not simply after the current leaf
+    (docs/aisdk.md, branches): the turn it follows (``ROOT``: none), and for ``regenerate()``
+    of a turn's answer, that turn. None: after the current leaf, as before branches (a turn
+    that is open may then take the message: steering)."""
+    messages = body.messages
+    history = messages[:-1]
+    regenerate = body.trigger == "regenerate-message"
+    # sendMessage({text, messageId}): the message replaces the one of that id, and what followed it goes
+    edited = not regenerate and body.messageId is not None and body.messageId == messages[-1].id
+    leaf = session.current_leaf
+    if leaf is None or not (history or regenerate or edited):
+        return None
+    answers = [m.id for m in history if m.role == "assistant"]
+    if not (regenerate or edited) and answers and answers[-1] == leaf:
+        return None  # the chat shows the current leaf's answer last: the ordinary next message
+    turns = await call.state.store.list_turns(session.id)
+    again = next((t for t in turns if t.id == body.messageId), None) if regenerate else None
+    if again is not None:
+        return again.parent_turn_id or ROOT, again
+    if regenerate or edited:  # the history is the whole conversation before the message (none: a first one)
+        reached = follow(turns, leaf, said(history))  # never steered into an open turn: a new one, or 409
+        return (reached.id if reached is not None else ROOT), None
+    parent = branch_point(turns, leaf, said(history))
+    return (parent, None) if parent is not None else None
+
+
+async def _start_branch(call: Call, session: Session, branch: tuple[str, Turn | None], text: str,
+                        specs: list[dict[str, Any]] | None, refs: Sequence[Attachment]) -> Follower:
+    """A turn after ``branch``'s parent: the new message, or the regenerated turn's own input,
+    files and client tools (unless the request declares its own); 409 while a turn is open."""
+    parent, again = branch
+    if again is not None:
+        text = again.input
+        refs = [a for b in again.blocks if isinstance(b, UserBlock) and b.step == 0 for a in b.attachments]
+        specs = specs or await call.state.store.client_tools(again.id) or None
+    return await start_turn(call.state, session, text, specs, refs, parent)
 
 
 async def _start_or_steer(call: Call, session: Session, text: str, specs: list[dict[str, Any]] | None,
