@@ -74,6 +74,8 @@ async def set_current(call: Call) -> Response:
     body = call.parsed(CurrentIn)
     s = await owned_session(call.state.store, call.user, call.param("session_id"))
     await call.state.store.set_current_leaf(s.id, body.turn_id)
+    # Every tab of the chat (on any process) shows the branch now shown.
+    call.state.bus.publish_message(s.id, {"type": "session", "session_id": s.id, "current_leaf": body.turn_id})
     return JSONResponse(session_json(s.model_copy(update={"current_leaf": body.turn_id})))
 
 

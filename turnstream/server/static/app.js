@@ -82,6 +82,10 @@ const app = {
         this.layout.notebookChanged(this.notebook.cells.size);
       },
       onTitle: (id, title) => this.sessions.setTitle(id, title),
+      // Another tab switched the branch shown: show it here too (unless this one is mid-edit or busy).
+      onBranch: (id, leaf) => {
+        if (id === this.chat.sessionId && leaf !== this.chat.leafId()) this.chat.branches.sync();
+      },
       onTurnEvent: (name, data, id, turnId) => this.onTurnEvent(name, data, id, turnId),
     });
     $("#login").addEventListener("submit", (e) => {

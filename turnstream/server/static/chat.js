@@ -68,7 +68,8 @@ export class Chat {
     this.active = null; // the TurnView being streamed
     this.controllers = new Set();
     this.branches = new Branches(this);
-    // No event tells this tab that another one switched the branch shown: it asks when shown again.
+    // Another tab's switch arrives over the WebSocket ({"type": "session", "current_leaf"}, app.js);
+    // a tab that was hidden or offline meanwhile asks again when it is shown.
     document.addEventListener("visibilitychange", () => {
       if (document.visibilityState === "visible") this.branches.sync();
     });

@@ -5,8 +5,8 @@ import { api } from "./api.js";
 import { $ } from "./dom.js";
 
 export class Live {
-  constructor({ onNotebook, onTitle, onTurnEvent }) {
-    this.handlers = { onNotebook, onTitle, onTurnEvent };
+  constructor({ onNotebook, onTitle, onBranch, onTurnEvent }) {
+    this.handlers = { onNotebook, onTitle, onBranch, onTurnEvent };
     this.ws = null;
     this.sessionId = null;
     this.retry = 0;
@@ -59,11 +59,12 @@ export class Live {
   }
 
   // Messages: {"type": "hello", "notebook": <notebook_state>} on connect, the notebook's own
-  // messages (its cells, and {"type": "notebook_files", "files"}), {"type": "session", "title"}
-  // and {"type": "event", "turn_id", "id", "n", "event", "data"} for every turn event of the session.
+  // messages (its cells, and {"type": "notebook_files", "files"}), {"type": "session", "title"},
+  // {"type": "session", "current_leaf"} (another tab switched the branch shown) and
+  // {"type": "event", "turn_id", "id", "n", "event", "data"} for every turn event of the session.
   onMessage(msg) {
     if (msg.session_id && msg.session_id !== this.sessionId) return;
-    const { onNotebook, onTitle, onTurnEvent } = this.handlers;
+    const { onNotebook, onTitle, onBranch, onTurnEvent } = this.handlers;
     if (msg.type === "hello") {
       if (msg.notebook) onNotebook({ type: "notebook_state", ...msg.notebook });
       this.greet();
@@ -71,6 +72,8 @@ export class Live {
       onNotebook(msg);
     } else if (msg.type === "session" && msg.title) {
       onTitle(this.sessionId, msg.title);
+    } else if (msg.type === "session" && msg.current_leaf) {
+      onBranch(this.sessionId, msg.current_leaf);
     } else if (msg.type === "event" && msg.event) {
       onTurnEvent(msg.event, msg.data ?? {}, msg.id ?? null, msg.turn_id ?? msg.data?.turn_id);
     }
