@@ -180,6 +180,9 @@ async def _steer(call: Call, session: Session, turn: Turn, text: str) -> tuple[S
 @API.route("POST", "/api/ag-ui", summary="AG-UI: RunAgentInput in, the run's events out (a threadId is a session)",
            body=RunAgentInputIn, headers=STEPS_HEADER, query=STEPS_QUERY, params=PARAMS,
            replies={200: Reply("AG-UI events (SSE): RUN_STARTED … RUN_FINISHED or RUN_ERROR.", None, SSE),
+                    409: Reply("The thread's turn is open and the run's history leaves the branch shown (a new "
+                               "branch is never steered into it), or the run brings no user message while it runs "
+                               "(docs/ag-ui.md)."),
                     **OVERLOADED})
 async def agui_run(call: Call) -> Response:
     state = call.state

@@ -135,7 +135,11 @@ async def _continue(call: Call, session: Session, body: ChatRequest) -> tuple[Fo
 
 @API.route("POST", "/api/chat", summary="AI SDK UI message stream (useChat 5, 6, 7): a chat id is a session",
            body=ChatRequest, headers=VERSION_HEADER, query=VERSION_QUERY, params=PARAMS,
-           replies={200: Reply("UI message stream v1 chunks, then [DONE].", None, SSE), **OVERLOADED})
+           replies={200: Reply("UI message stream v1 chunks, then [DONE].", None, SSE),
+                    409: Reply("A turn of the chat is open and the message would start another branch (an edited "
+                               "conversation, regenerate), which is never steered into it; or the turn cannot take "
+                               "the message or the answers sent (docs/aisdk.md)."),
+                    **OVERLOADED})
 async def chat(call: Call) -> Response:
     state = call.state
     body = call.parsed(ChatRequest)
