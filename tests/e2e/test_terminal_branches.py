@@ -200,3 +200,19 @@ def test_server_mode_retry_edit_and_switch(mock_provider: MockHandle, server: Se
     one, two, again, edited, three = turns
     assert two["parent_turn_id"] == again["parent_turn_id"] == edited["parent_turn_id"] == one["id"]
     assert three["parent_turn_id"] == two["id"] and detail["current_leaf"] == three["id"]
+
+    # A branch switched to elsewhere (the web chat, any client) is the one the terminal shows.
+    with server.client() as c:
+        assert c.put(f"/api/sessions/{sid}/current", json={"turn_id": edited["id"]}).status_code == 200
+    child = _spawn(["chat", "--server", server.url, "--key", server.key, "--root", str(tmp_path),
+                    "--session", sid], env)
+    children.append(child)
+    resumed = Chat(child)
+    resumed.expect("2 earlier turn")  # the branch ending at "two, edited": not the one with "three"
+    resumed.expect(r"you ›(\x1b\[0m)? two, edited")
+    resumed.say("/branches")
+    resumed.expect(r"  1\. [^\n]*you › two ")  # the ends of the branches, oldest first: the second "two"
+    resumed.expect(r"▸ 2\. [^\n]*you › two, edited")
+    resumed.expect(r"  3\. [^\n]*turn 3 [^\n]*you › three")
+    resumed.say("bye")
+    assert resumed.expect_exit() == 0

@@ -14,7 +14,7 @@ from turnstream.chat.editline import PROMPT, Line, _after_key, _Drawn, keys
 
 def test_keys_as_a_terminal_sends_them() -> None:
     assert keys("ab\x1b[D\x1b[3~\x7f\x15\x17\r") == ["a", "b", "left", "delete", "backspace", "kill", "word", "enter"]
-    assert keys("\x1bOH\x1b[4~\x01\x05\x1b") == ["home", "end", "home", "end", "escape"]
+    assert keys("\x1bOH\x1b[4~\x01\x05\x03\x1b") == ["home", "end", "home", "end", "interrupt", "escape"]
     assert keys("x\x1b[1;5Cy\x07") == ["x", "y"]  # an unknown sequence and a bell are dropped
     assert keys("é😀") == ["é", "😀"]
     text = "ab\x1b[Dc\nrest\n"

@@ -5,7 +5,7 @@ start with text in it. For ``/edit`` the terminal is switched, for that one line
 by key without echo, and the line is kept and drawn here: the previous message is already
 typed, the cursor at its end. Keys: letters insert at the cursor; Backspace and Delete; ← → and
 Home/End (Ctrl-A, Ctrl-E); Ctrl-U deletes to the start, Ctrl-W a word; Enter sends; Escape (or
-Ctrl-D on an empty line) gives up; Ctrl-C gives up too, as at any prompt. A line that wraps is
+Ctrl-D on an empty line) gives up; so does Ctrl-C, read here as a key rather than a signal. A line that wraps is
 redrawn from its first row, so long messages edit like short ones.
 
 Where the input is not a terminal (a pipe, a file) nothing can be pre-filled: the previous
@@ -35,7 +35,7 @@ _KEYS = {"\x1b[D": "left", "\x1bOD": "left", "\x02": "left", "\x1b[C": "right", 
          "\x1b[H": "home", "\x1bOH": "home", "\x1b[1~": "home", "\x01": "home",
          "\x1b[F": "end", "\x1bOF": "end", "\x1b[4~": "end", "\x05": "end",
          "\x1b[3~": "delete", "\x7f": "backspace", "\x08": "backspace", "\x15": "kill", "\x17": "word",
-         "\x04": "eof", "\x1b": "escape", "\n": "enter", "\r": "enter"}
+         "\x04": "eof", "\x03": "interrupt", "\x1b": "escape", "\n": "enter", "\r": "enter"}
 
 
 def keys(text: str) -> list[str]:
@@ -147,7 +147,8 @@ async def _edit(chat: ChatUI, fd: int, previous: str) -> str | None:
 
     saved = termios.tcgetattr(fd)
     keyed = list(saved)
-    keyed[3] = int(keyed[3]) & ~(termios.ICANON | termios.ECHO)
+    # Ctrl-C comes as a key too (no SIGINT), so that it gives the edit up however fast it follows.
+    keyed[3] = int(keyed[3]) & ~(termios.ICANON | termios.ECHO | termios.ISIG)
     keyed[6] = list(keyed[6])
     keyed[6][termios.VMIN], keyed[6][termios.VTIME] = 1, 0
     line = Line(previous)
@@ -165,7 +166,7 @@ async def _edit(chat: ChatUI, fd: int, previous: str) -> str | None:
                     drawn.leave(line)
                     chat.reader.unread(text[_after_key(text, n):])
                     return line.text
-                if key == "escape" or (key == "eof" and not line.text):
+                if key in ("escape", "interrupt") or (key == "eof" and not line.text):
                     drawn.leave(line)
                     return None
                 line.press(key)
