@@ -5,8 +5,8 @@ start with text in it. For ``/edit`` the terminal is switched, for that one line
 by key without echo, and the line is kept and drawn here: the previous message is already
 typed, the cursor at its end. Keys: letters insert at the cursor; Backspace and Delete; ← → and
 Home/End (Ctrl-A, Ctrl-E); Ctrl-U deletes to the start, Ctrl-W a word; Enter sends; Escape (or
-Ctrl-D on an empty line) gives up; so does Ctrl-C, read here as a key rather than a signal. A line that wraps is
-redrawn from its first row, so long messages edit like short ones.
+Ctrl-D on an empty line) gives up; so does Ctrl-C, read here as a key rather than a signal. A line
+that wraps is redrawn from its first row, so long messages edit like short ones.
 
 Where the input is not a terminal (a pipe, a file) nothing can be pre-filled: the previous
 message is printed and the next line read is the new one.
