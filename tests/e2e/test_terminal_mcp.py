@@ -8,13 +8,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pexpect
 import pytest
 
 from tests.support.mock_provider import MockHandle
-from tests.support.server import start_server
+from tests.support.server import Server, start_server
 from tests.support.terminal import Chat
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")]
@@ -31,6 +33,38 @@ SIGNUP = {"fragment_size": 5, "turns": [
 PAINT = {"fragment_size": 5, "turns": [
     [{"blocks": [{"type": "tool_use", "name": "t__paint", "input": {}}]},
      {"blocks": [{"type": "text", "text": "Painted: {{last}}"}]}]]}
+
+
+@contextmanager
+def mcp_chat(tmp_path: Path, mock: MockHandle, model: str, server: str, mode: str, *,
+             remote: bool = False) -> Iterator[tuple[Chat, pexpect.spawn]]:
+    """``turnstream chat`` under a pty with the tests' MCP server (``server``, over ``mode``),
+    the model ``model`` from the mock provider; with ``remote`` the MCP server and the model
+    run under a ``turnstream serve`` and the chat talks to it (``--server``)."""
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {server: {
+        "command": sys.executable, "args": ["-m", "tests.support.mcp_server", mode], "cwd": str(ROOT)}}}))
+    provider_env = {"ANTHROPIC_BASE_URL": mock.base_url, "ANTHROPIC_API_KEY": "test-key",
+                    "TURNSTREAM_MCP_CONFIG": str(config)}
+    served: Server | None = None
+    if remote:
+        workdir = tmp_path / "serve"
+        workdir.mkdir()
+        served = start_server(workdir, model=model, env=provider_env)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "TURNSTREAM_"))}
+        args = ["chat", "--server", served.url, "--key", served.key, "--root", str(tmp_path)]
+    else:
+        env = dict(os.environ, **provider_env)
+        args = ["chat", "--model", model, "--root", str(tmp_path)]
+    env.update(TURNSTREAM_HOME=str(tmp_path / "home"), TERM="xterm", COLUMNS="200")
+    child = pexpect.spawn(str(BIN), args, env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
+    try:
+        yield Chat(child), child
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+        if served is not None:
+            served.stop()
 
 
 def decline_the_next_question(chat: Chat) -> None:
@@ -51,17 +85,8 @@ def results_read(mock: MockHandle, model: str) -> list[str]:
 
 
 def test_an_mcp_question_is_asked_field_by_field_then_declined(tmp_path: Path, mock_provider: MockHandle) -> None:
-    config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"t": {
-        "command": sys.executable, "args": ["-m", "tests.support.mcp_server", "stdio"], "cwd": str(ROOT)}}}))
     model = "anthropic:" + mock_provider.scenario("chat-signup", SIGNUP)
-    env = dict(os.environ, ANTHROPIC_BASE_URL=mock_provider.base_url, ANTHROPIC_API_KEY="test-key",
-               TURNSTREAM_HOME=str(tmp_path / "home"), TURNSTREAM_MCP_CONFIG=str(config), TERM="xterm",
-               COLUMNS="200")
-    child = pexpect.spawn(str(BIN), ["chat", "--model", model, "--root", str(tmp_path)],
-                          env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
-    try:
-        chat = Chat(child)
+    with mcp_chat(tmp_path, mock_provider, model, "t", "stdio") as (chat, child):
         chat.say("sign me up")
         chat.expect(r"t__signup asks:.*Sign up for the course")
         chat.expect(r"Name.*\(text\)")
@@ -78,9 +103,6 @@ def test_an_mcp_question_is_asked_field_by_field_then_declined(tmp_path: Path, m
         chat.expect("answered")
         chat.expect(r"Signed up: Ann \(33\) is on the pro plan, with the newsletter")
         decline_the_next_question(chat)
-    finally:
-        if child.isalive():
-            child.terminate(force=True)
     # the model read the server's answers: the form's values, then the decline
     results = results_read(mock_provider, model)
     assert any("Ann (33) is on the pro plan" in r for r in results)
@@ -90,21 +112,8 @@ def test_an_mcp_question_is_asked_field_by_field_then_declined(tmp_path: Path, m
 def test_in_server_mode_the_chat_asks_the_servers_mcp_question(tmp_path: Path, mock_provider: MockHandle) -> None:
     """``turnstream serve`` runs the MCP server; the question reaches ``turnstream chat --server``,
     which asks it field by field and answers through the tool-results route."""
-    config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"t": {
-        "command": sys.executable, "args": ["-m", "tests.support.mcp_server", "stdio"], "cwd": str(ROOT)}}}))
     model = "anthropic:" + mock_provider.scenario("remote-signup", SIGNUP)
-    workdir = tmp_path / "serve"
-    workdir.mkdir()
-    server = start_server(workdir, model=model, env={
-        "ANTHROPIC_BASE_URL": mock_provider.base_url, "ANTHROPIC_API_KEY": "test-key",
-        "TURNSTREAM_MCP_CONFIG": str(config)})
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "TURNSTREAM_"))}
-    env.update(TURNSTREAM_HOME=str(tmp_path / "home"), TERM="xterm", COLUMNS="200")
-    child = pexpect.spawn(str(BIN), ["chat", "--server", server.url, "--key", server.key, "--root", str(tmp_path)],
-                          env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
-    try:
-        chat = Chat(child)
+    with mcp_chat(tmp_path, mock_provider, model, "t", "stdio", remote=True) as (chat, child):
         chat.say("sign me up")
         chat.expect(r"t__signup asks:.*Sign up for the course")
         chat.expect(r"Name.*\(text\)")
@@ -121,10 +130,6 @@ def test_in_server_mode_the_chat_asks_the_servers_mcp_question(tmp_path: Path, m
         chat.expect("answered")
         chat.expect(r"Signed up: Ann \(33\) is on the free plan")
         decline_the_next_question(chat)
-    finally:
-        if child.isalive():
-            child.terminate(force=True)
-        server.stop()
     results = results_read(mock_provider, model)
     assert any("Ann (33) is on the free plan" in r for r in results)
     assert "Ann" not in results[-1]
@@ -134,17 +139,8 @@ def test_a_multi_select_question_is_asked_as_one_and_answered_with_an_array(
         tmp_path: Path, mock_provider: MockHandle) -> None:
     """Issue 27, item 6: an array of an enum (server-everything's trigger-elicitation-request
     asks one) takes several choices, and at least ``minItems`` of them."""
-    config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"t": {
-        "command": sys.executable, "args": ["-m", "tests.support.mcp_server", "stdio"], "cwd": str(ROOT)}}}))
     model = "anthropic:" + mock_provider.scenario("chat-paint", PAINT)
-    env = dict(os.environ, ANTHROPIC_BASE_URL=mock_provider.base_url, ANTHROPIC_API_KEY="test-key",
-               TURNSTREAM_HOME=str(tmp_path / "home"), TURNSTREAM_MCP_CONFIG=str(config), TERM="xterm",
-               COLUMNS="200")
-    child = pexpect.spawn(str(BIN), ["chat", "--model", model, "--root", str(tmp_path)],
-                          env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
-    try:
-        chat = Chat(child)
+    with mcp_chat(tmp_path, mock_provider, model, "t", "stdio") as (chat, child):
         chat.say("paint it")
         chat.expect(r"t__paint asks:.*Which colours, and what size\?")
         chat.expect(r"Colors.*\(1 red / 2 green / 3 blue; several, with commas\)")
@@ -157,9 +153,6 @@ def test_a_multi_select_question_is_asked_as_one_and_answered_with_an_array(
         chat.expect(r"Painted: red, blue in M")
         chat.say("bye")
         assert chat.expect_exit() == 0
-    finally:
-        if child.isalive():
-            child.terminate(force=True)
 
 
 HAIKU = {"fragment_size": 5,
@@ -174,17 +167,8 @@ def test_an_mcp_servers_sampling_request_is_approved_at_the_prompt_and_answered_
     """Issue 27, item 9: the server's haiku tool asks the client's model (sampling) mid-call;
     under TURNSTREAM_MCP_SAMPLING=ask (the default) the chat asks y/n, then the chat's own
     model writes the haiku in a request of its own (no tools, the server's system prompt)."""
-    config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"o": {
-        "command": sys.executable, "args": ["-m", "tests.support.mcp_server", "stdio-2025"], "cwd": str(ROOT)}}}))
     model = "anthropic:" + mock_provider.scenario("chat-haiku", HAIKU)
-    env = dict(os.environ, ANTHROPIC_BASE_URL=mock_provider.base_url, ANTHROPIC_API_KEY="test-key",
-               TURNSTREAM_HOME=str(tmp_path / "home"), TURNSTREAM_MCP_CONFIG=str(config), TERM="xterm",
-               COLUMNS="200")
-    child = pexpect.spawn(str(BIN), ["chat", "--model", model, "--root", str(tmp_path)],
-                          env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
-    try:
-        chat = Chat(child)
+    with mcp_chat(tmp_path, mock_provider, model, "o", "stdio-2025") as (chat, child):
         chat.say("a poem please")
         chat.expect(r"o__haiku asks:.*'o' asks to use the model \(sampling, up to 60 tokens\)")
         chat.expect(r"accept\?.*\(y/n\)")
@@ -194,9 +178,6 @@ def test_an_mcp_servers_sampling_request_is_approved_at_the_prompt_and_answered_
         chat.expect(r"The poem: .* wrote: rain on the tin roof")
         chat.say("bye")
         assert chat.expect_exit() == 0
-    finally:
-        if child.isalive():
-            child.terminate(force=True)
     sampled = [r for r in mock_provider.requests(model) if r.get("system") and "poet" in json.dumps(r["system"])]
     assert len(sampled) == 1 and not sampled[0].get("tools")
     assert "Write a haiku about rain." in json.dumps(sampled[0]["messages"])
@@ -206,21 +187,8 @@ def test_in_server_mode_the_chat_approves_the_servers_sampling_request(
         tmp_path: Path, mock_provider: MockHandle) -> None:
     """``turnstream serve`` runs the MCP server and answers its sampling request with the
     server's model once ``turnstream chat --server`` said yes (through the tool-results route)."""
-    config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"o": {
-        "command": sys.executable, "args": ["-m", "tests.support.mcp_server", "stdio-2025"], "cwd": str(ROOT)}}}))
     model = "anthropic:" + mock_provider.scenario("remote-haiku", HAIKU)
-    workdir = tmp_path / "serve"
-    workdir.mkdir()
-    server = start_server(workdir, model=model, env={
-        "ANTHROPIC_BASE_URL": mock_provider.base_url, "ANTHROPIC_API_KEY": "test-key",
-        "TURNSTREAM_MCP_CONFIG": str(config)})
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "TURNSTREAM_"))}
-    env.update(TURNSTREAM_HOME=str(tmp_path / "home"), TERM="xterm", COLUMNS="200")
-    child = pexpect.spawn(str(BIN), ["chat", "--server", server.url, "--key", server.key, "--root", str(tmp_path)],
-                          env=env, encoding="utf-8", timeout=30, dimensions=(40, 200))
-    try:
-        chat = Chat(child)
+    with mcp_chat(tmp_path, mock_provider, model, "o", "stdio-2025", remote=True) as (chat, child):
         chat.say("a poem please")
         chat.expect(r"o__haiku asks:.*'o' asks to use the model")
         chat.expect(r"accept\?.*\(y/n\)")
@@ -230,9 +198,5 @@ def test_in_server_mode_the_chat_approves_the_servers_sampling_request(
         chat.expect(r"The poem: .* wrote: rain on the tin roof")
         chat.say("bye")
         assert chat.expect_exit() == 0
-    finally:
-        if child.isalive():
-            child.terminate(force=True)
-        server.stop()
     sampled = [r for r in mock_provider.requests(model) if r.get("system") and "poet" in json.dumps(r["system"])]
     assert len(sampled) == 1 and not sampled[0].get("tools")
