@@ -236,6 +236,14 @@ def sse(client: httpx.Client, method: str, url: str, **kw: Any) -> Iterator[Even
         yield EventStream(r)
 
 
+def follow_after(client: httpx.Client, sid: str, last_event_id: str) -> list[Event]:
+    """The rest of a turn that an answer resumed: its events after ``last_event_id`` (the
+    ``last_event_id`` a tool-results reply names), to the end of the turn."""
+    tid = last_event_id.rpartition(":")[0]
+    with sse(client, "GET", f"/api/sessions/{sid}/turns/{tid}/events", headers={"Last-Event-ID": last_event_id}) as s:
+        return s.rest()
+
+
 def new_session(client: httpx.Client, **body: Any) -> str:
     r = client.post("/api/sessions", json=body)
     assert r.status_code == 201, r.text

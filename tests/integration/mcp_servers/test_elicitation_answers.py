@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.support.server import new_session, run_turn, scenario, server_errors, sse, start_server
+from tests.support.server import follow_after, new_session, run_turn, scenario, server_errors, start_server
 
 ROOT = Path(__file__).resolve().parents[3]
 PAINT = {"name": "paint", "steps": [
@@ -44,10 +44,7 @@ def test_an_answer_that_breaks_the_requested_schema_is_422_naming_the_field(tmp_
             fitting = json.dumps({"colors": ["red", "blue"], "size": "M"})
             r = c.post(url, json={"tool_use_id": call, "content": fitting})
             assert r.status_code == 200 and r.json()["resumed"] is True, r.text
-            tid, _, _ = r.json()["last_event_id"].rpartition(":")
-            with sse(c, "GET", f"/api/sessions/{sid}/turns/{tid}/events",
-                     headers={"Last-Event-ID": r.json()["last_event_id"]}) as stream:
-                rest = stream.rest()
+            rest = follow_after(c, sid, r.json()["last_event_id"])
             assert rest[-1].data["status"] == "complete"
             results = [e.data["block"] for e in rest
                        if e.event == "block_stop" and e.data["block"]["type"] == "tool_result"]

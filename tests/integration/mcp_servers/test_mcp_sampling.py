@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.support.server import new_session, run_turn, scenario, server_errors, sse, start_server
+from tests.support.server import follow_after, new_session, run_turn, scenario, server_errors, start_server
 
 ROOT = Path(__file__).resolve().parents[3]
 POET = {"name": "poet", "fragment_size": 6,
@@ -51,10 +51,7 @@ def test_asked_the_user_approves_and_the_turns_model_answers_as_a_metered_sub_st
             r = c.post(f"/api/sessions/{sid}/tool-results",
                        json={"tool_use_id": req.data["tool_use_id"], "content": "{}"})
             assert r.status_code == 200, r.text
-            tid, _, _ = r.json()["last_event_id"].rpartition(":")
-            with sse(c, "GET", f"/api/sessions/{sid}/turns/{tid}/events",
-                     headers={"Last-Event-ID": r.json()["last_event_id"]}) as stream:
-                rest = stream.rest()
+            rest = follow_after(c, sid, r.json()["last_event_id"])
             assert rest[-1].data["status"] == "complete"
             assert _texts(rest)[-1].endswith(" wrote: rain on the tin roof")
             sub = [e.data for e in rest if e.event == "usage" and "tool_use_id" in e.data]
@@ -81,10 +78,7 @@ def test_declined_by_the_user_the_server_gets_an_error_and_the_model_is_not_aske
             r = c.post(f"/api/sessions/{sid}/tool-results",
                        json={"tool_use_id": req.data["tool_use_id"], "approved": False})
             assert r.status_code == 200, r.text
-            tid, _, _ = r.json()["last_event_id"].rpartition(":")
-            with sse(c, "GET", f"/api/sessions/{sid}/turns/{tid}/events",
-                     headers={"Last-Event-ID": r.json()["last_event_id"]}) as stream:
-                rest = stream.rest()
+            rest = follow_after(c, sid, r.json()["last_event_id"])
             assert rest[-1].data["status"] == "complete"
             assert _texts(rest) == ["No haiku: the user declined the request to use the model (decline)"]
             assert not [e for e in rest if e.event == "usage" and "tool_use_id" in e.data]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.server import new_session, run_turn, scenario, server_errors, sse, start_server
+from tests.support.server import follow_after, new_session, run_turn, scenario, server_errors, start_server
 
 ROOT = Path(__file__).resolve().parents[3]
 GREET = {"name": "greet", "fragment_size": 6, "steps": [
@@ -53,10 +53,7 @@ def test_an_elicitation_is_answered_through_the_api_across_a_server_restart(tmp_
                        json={"tool_use_id": req.data["tool_use_id"], "content": json.dumps({"name": "Ann"})})
             assert r.status_code == 200, r.text
             assert r.json()["resumed"] is True
-            tid, _, _ = r.json()["last_event_id"].rpartition(":")
-            with sse(c, "GET", f"/api/sessions/{sid}/turns/{tid}/events",
-                     headers={"Last-Event-ID": r.json()["last_event_id"]}) as stream:
-                rest = stream.rest()
+            rest = follow_after(c, sid, r.json()["last_event_id"])
             assert rest[-1].data["status"] == "complete"
             texts = [e.data["block"]["text"] for e in rest
                      if e.event == "block_stop" and e.data["block"]["type"] == "text"]
@@ -92,10 +89,7 @@ def test_a_question_asked_mid_call_by_an_older_server_is_answered_and_declined_t
                 body.update({"content": answer} if answer is not None else {"approved": False})
                 r = c.post(f"/api/sessions/{sid}/tool-results", json=body)
                 assert r.status_code == 200, r.text
-                tid, _, _ = r.json()["last_event_id"].rpartition(":")
-                with sse(c, "GET", f"/api/sessions/{sid}/turns/{tid}/events",
-                         headers={"Last-Event-ID": r.json()["last_event_id"]}) as stream:
-                    events = stream.rest()
+                events = follow_after(c, sid, r.json()["last_event_id"])
                 assert events[-1].data["status"] == status
     finally:
         srv.stop()
