@@ -4,8 +4,8 @@ stack, so that ``bench/server_bench.py --floor`` can say what turnstream adds.
 It serves the two routes the bench calls (``POST /api/sessions``, ``POST …/turns``) with the
 same parts as ``turnstream serve``: Starlette under uvicorn with the same configuration (its
 HTTP protocol with the header deadline, no access log), the same garbage-collector tuning, and
-the provider's HTTP client as turnstream makes it (``providers.http.ClientPool``: httpx2 over
-httpcore, the same limits, clients of at most 32 streams). Per turn it makes the same three
+the provider's HTTP client as turnstream makes it (``providers.http.ClientPool``: one aiohttp
+session, its connector and timeouts, bodies read as they arrive). Per turn it makes the same three
 Anthropic requests to the mock provider, splits each response into SSE events and decodes each
 event's JSON once, keeps only what the next request needs (the assistant's blocks, the
 calculator's result), and writes every event to the client as an SSE event with a turnstream
@@ -75,10 +75,9 @@ class Relay:
             blocks: dict[int, dict[str, Any]] = {}
             inputs: dict[int, str] = {}
             stop_reason = None
-            async with self.pool.lease() as client, client.stream("POST", self.url, content=body,
-                                                                 headers=self.headers) as resp:
+            async with self.pool.post(self.url, body, self.headers) as resp:
                 buf = b""
-                async for chunk in resp.aiter_raw():
+                async for chunk in resp.content.iter_any():
                     buf += chunk
                     out: list[bytes] = []
                     while (end := buf.find(b"\n\n")) >= 0:

@@ -21,15 +21,18 @@ class Terminal(io.StringIO):
 def restore_logging() -> Iterator[None]:
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
-    client = logging.getLogger("httpx2").level
+    clients = {name: logging.getLogger(name).level for name in ("turnstream.http", "httpx2")}
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
-    logging.getLogger("httpx2").setLevel(client)
+    for name, client in clients.items():
+        logging.getLogger(name).setLevel(client)
 
 
 def model_call() -> None:
-    logging.getLogger("httpx2").info('HTTP Request: POST https://api.anthropic.com/v1/messages "HTTP/1.1 200 OK"')
+    logging.getLogger("turnstream.http").info(
+        'HTTP Request: POST https://api.anthropic.com/v1/messages "HTTP/1.1 200 OK"')
+    logging.getLogger("httpx2").info('HTTP Request: POST https://mcp.example.com/mcp "HTTP/1.1 200 OK"')
 
 
 def test_a_terminal_shows_no_model_call_lines() -> None:
@@ -39,6 +42,7 @@ def test_a_terminal_shows_no_model_call_lines() -> None:
     model_call()
     logging.getLogger("turnstream.x").warning("still shown")
     assert "api.anthropic.com" not in out.getvalue()
+    assert "mcp.example.com" not in out.getvalue()
     assert "still shown" in out.getvalue()
 
 
@@ -47,3 +51,4 @@ def test_with_the_access_log_on_they_are_shown() -> None:
     setup("INFO", "auto", "on", out)
     model_call()
     assert "api.anthropic.com" in out.getvalue()
+    assert "mcp.example.com" in out.getvalue()

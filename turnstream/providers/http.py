@@ -23,10 +23,11 @@ import os
 import re
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import aclosing, asynccontextmanager
+from contextlib import aclosing
 from typing import Any, Protocol
 
-import httpx2 as httpx
+import aiohttp
+import httpx2
 import orjson
 
 from ..errors import ProviderError, ProviderProtocolError, ProviderStatusError, StreamBrokenError, UsageError
@@ -46,49 +47,88 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
     """One TLS context for every client: loading the CA store costs ~20 ms each time."""
-    return httpx.create_ssl_context()
+    return httpx2.create_ssl_context()
 
 
-def make_client(timeout: float = 600.0) -> httpx.AsyncClient:
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=200)
-    return httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=15.0), limits=limits, verify=_ssl_context())
+requests_log = logging.getLogger("turnstream.http")
+"""One INFO line per model call (``HTTP Request: POST <url> "HTTP/1.1 200 OK"``); the server
+hides it where it hides its own access log (``server/logs.py``)."""
 
 
 class ClientPool:
-    """The HTTP clients of one provider, each carrying at most ``per_client`` streams at once.
+    """The HTTP client of one provider: an aiohttp session, its connections kept alive.
 
-    httpcore's connection pool looks at every one of its connections each time a request
-    starts and each time a response closes, so a single client carrying a thousand streams
-    pays a thousand checks per request (measured: about a third of the server's CPU at
-    N = 1,000). Spreading streams over clients keeps that cost bounded; keep-alive
-    connections are still reused within each client.
+    aiohttp rather than httpx2 because it costs less than half as much CPU per streamed turn
+    on the same bytes (docs/performance.md: the relay floor fell from 12.2 to 5.2 ms a turn
+    at N = 1,000), and its connection pool does not look at every connection each time a
+    request starts (httpcore's does, which made a single client carrying a thousand streams
+    spend a third of the server's CPU there).
+
+    A session belongs to the event loop it was made in and is closed with it: ``asyncio.run``
+    closes it as it ends (see ``_closed_with_loop``), so a pool used again from a later loop
+    makes a new session there, and a pool nobody closed has its session closed when it is
+    collected. The environment is trusted as before: ``HTTPS_PROXY``, ``NO_PROXY`` apply.
     """
 
-    def __init__(self, per_client: int = 32, timeout: float = 600.0) -> None:
-        self.per_client = per_client
-        self.timeout = timeout
-        self._clients: list[httpx.AsyncClient] = []
-        self._active: list[int] = []
+    def __init__(self, timeout: float = 600.0) -> None:
+        self.timeout = aiohttp.ClientTimeout(total=None, connect=15.0, sock_read=timeout)
+        """15 s to connect; then ``timeout`` between two reads (a model may think for minutes)."""
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._keeper: AsyncGenerator[None, None] | None = None
 
-    @asynccontextmanager
-    async def lease(self) -> AsyncIterator[httpx.AsyncClient]:
-        """A client for one stream: the least busy one, or a new one when all are full."""
-        active = self._active
-        i = min(range(len(active)), key=active.__getitem__, default=-1)
-        if i < 0 or active[i] >= self.per_client:
-            self._clients.append(make_client(self.timeout))
-            active.append(0)
-            i = len(active) - 1
-        active[i] += 1
-        try:
-            yield self._clients[i]
-        finally:
-            active[i] -= 1
+    def session(self) -> aiohttp.ClientSession:
+        """The session of the running loop, made on first use."""
+        loop = asyncio.get_running_loop()
+        session = self._session
+        if session is None or self._loop is not loop or session.closed:
+            self._let_go()
+            connector = aiohttp.TCPConnector(limit=0, ssl=_ssl_context())
+            session = self._session = aiohttp.ClientSession(
+                connector=connector, timeout=self.timeout, auto_decompress=False, trust_env=True)
+            self._loop = loop
+            self._keeper = _closed_with_loop(session)
+        return session
+
+    def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> Any:
+        """``async with pool.post(…) as response``: a POST whose body is read as it arrives."""
+        return self.session().post(url, data=body, headers=headers)
+
+    def _let_go(self) -> None:
+        """Forget the session; closing it is its loop's business (a loop that ended has closed
+        it already; one still running in another thread is asked to)."""
+        keeper, loop = self._keeper, self._loop
+        self._session = self._loop = self._keeper = None
+        if keeper is not None and loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(lambda: loop.create_task(keeper.aclose()))
 
     async def aclose(self) -> None:
-        clients, self._clients, self._active = self._clients, [], []
-        for c in clients:
-            await c.aclose()
+        keeper, loop = self._keeper, self._loop
+        if keeper is not None and loop is asyncio.get_running_loop():
+            self._session = self._loop = self._keeper = None
+            await keeper.aclose()
+        else:
+            self._let_go()
+
+
+def _closed_with_loop(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
+    """An async generator whose ``finally`` closes ``session``, started here by hand. The loop
+    registers a generator at its first step, ``asyncio.run`` (and uvloop's) closes every one
+    still open before it closes the loop, and a collected one is closed on its loop: so the
+    session's connections are closed in their own loop however the pool ends. (aiohttp warns
+    about, and cannot close, connections whose loop is gone.)"""
+
+    async def keeper() -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            await session.close()
+
+    gen = keeper()
+    with contextlib.suppress(StopIteration):
+        gen.asend(None).send(None)
+    return gen
 
 
 async def drain(chunks: AsyncIterator[bytes], timeout: float = 1.0) -> None:
@@ -181,29 +221,34 @@ async def open_stream(pool: ClientPool, url: str, headers: dict[str, str],
     if log.isEnabledFor(logging.DEBUG):
         log.debug("POST %s headers=%s body=%s", url, redact_headers(headers), orjson.dumps(body).decode()[:20000])
     try:
+        # No content coding (``accept-encoding: identity``, and the session decodes none): the
+        # chunks are the bytes as sent, which the SSE decoder splits itself.
         headers = {**headers, "accept-encoding": "identity"}
-        async with pool.lease() as client, client.stream("POST", url, content=orjson.dumps(body),
-                                                         headers=headers) as resp:
-            if resp.status_code != 200:
-                raw = await resp.aread()
-                raise _error_from_body(resp.status_code, raw, resp.headers)
+        async with pool.post(url, orjson.dumps(body), headers) as resp:
+            if requests_log.isEnabledFor(logging.INFO):
+                requests_log.info('HTTP Request: POST %s "HTTP/%d.%d %d %s"', url, *resp.version,
+                                  resp.status, resp.reason)
+            if resp.status != 200:
+                raise _error_from_body(resp.status, await resp.read(), resp.headers)
             if "json" in resp.headers.get("content-type", ""):
-                raise _json_instead_of_stream(await resp.aread(), resp.headers)
+                raise _json_instead_of_stream(await resp.read(), resp.headers)
             try:
-                # Raw chunks: the request asks for no content coding (``accept-encoding:
-                # identity``), so there is nothing to decode, and the decoding layer's per-chunk
-                # cost is the largest client cost when a provider trickles small events.
-                async for chunk in resp.aiter_raw():
+                async for chunk in resp.content.iter_any():
                     yield chunk
-            except httpx.HTTPError as exc:
-                raise StreamBrokenError(f"the stream broke: {type(exc).__name__}: {exc}",
-                                        retryable=True) from exc
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise StreamBrokenError(f"the stream broke: {_describe(exc)}", retryable=True) from exc
     except ProviderError:
         raise
-    except httpx.HTTPError as exc:
+    except (aiohttp.ClientError, TimeoutError) as exc:
         # Before any byte of the body arrived: a connection problem, safe to retry.
-        raise ProviderError(f"connection failed: {type(exc).__name__}: {exc}", retryable=True,
+        raise ProviderError(f"connection failed: {_describe(exc)}", retryable=True,
                             error_type="connection_error") from exc
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message``; a timeout says which one (aiohttp's own read timeout has no text)."""
+    text = str(exc) or ("no data for the read timeout" if isinstance(exc, TimeoutError) else "")
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _json_instead_of_stream(body: bytes, headers: Any) -> ProviderError:

@@ -106,9 +106,10 @@ def setup(level: str = "INFO", fmt: str = "auto", access_log: str = "auto", stre
     logging.getLogger("uvicorn.error").addFilter(_DenialNoise())
     logging.getLogger("uvicorn.access").disabled = True
     access.disabled = not choice.access
-    # The HTTP client logs each request it makes (the model calls among them) at INFO; where the
-    # server's own requests are not logged (a terminal, by default), neither are those.
-    logging.getLogger("httpx2").setLevel(logging.NOTSET if choice.access else logging.WARNING)
+    # The model calls (turnstream.http) and the MCP client's requests (httpx2) are logged at INFO;
+    # where the server's own requests are not logged (a terminal, by default), neither are those.
+    for name in ("turnstream.http", "httpx2"):
+        logging.getLogger(name).setLevel(logging.NOTSET if choice.access else logging.WARNING)
     return choice
 
 

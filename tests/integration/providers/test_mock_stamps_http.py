@@ -29,9 +29,9 @@ async def test_each_fragment_carries_the_time_it_was_sent_and_the_connection_is_
             assert stamps == sorted(stamps)
             assert isinstance(events[-1], StepEnded)
         # The second step went over the first step's connection: the body was read to its end.
-        clients = provider._client._clients
-        assert len(clients) == 1
-        pool = clients[0]._transport._pool  # type: ignore[attr-defined]
-        assert len(pool.connections) == 1
+        connector = provider._client.session().connector
+        assert connector is not None
+        idle = [conn for conns in connector._conns.values() for conn in conns]  # aiohttp's kept-alive ones
+        assert len(idle) == 1
     finally:
         await provider.aclose()

@@ -1,21 +1,140 @@
-"""Streams are spread over clients so no connection pool carries more than ``per_client``."""
+"""A provider's HTTP client: one aiohttp session per event loop, its connections kept alive
+between steps, closed without warnings however the pool ends."""
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
+import asyncio
+import gc
+import socket
+import warnings
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
-from turnstream.providers.http import ClientPool
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
+
+from turnstream.errors import StreamBrokenError
+from turnstream.providers.http import ClientPool, open_stream
 
 
-async def test_streams_fill_a_client_then_open_another_and_reuse_the_least_busy() -> None:
-    pool = ClientPool(per_client=2)
+@asynccontextmanager
+async def serve_app(app: Starlette) -> AsyncIterator[str]:
+    """``app`` under uvicorn in this loop. The socket listens before the server starts, so a
+    client may connect at once (the kernel queues it until the server accepts)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        async with AsyncExitStack() as stack:
-            got = [await stack.enter_async_context(pool.lease()) for _ in range(5)]
-            assert [got.index(c) for c in got] == [0, 0, 2, 2, 4]  # clients 1, 1, 2, 2, 3
-            assert pool._active == [2, 2, 1]
-        assert pool._active == [0, 0, 0]
-        async with pool.lease() as again:
-            assert again is got[0]  # the first idle client, connections kept alive
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
-        await pool.aclose()
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+def streaming_app(peers: list[tuple[str, int]]) -> Starlette:
+    async def stream(request: Request) -> StreamingResponse:
+        assert request.client is not None
+        peers.append((request.client.host, request.client.port))
+        await request.body()
+
+        async def body() -> AsyncIterator[bytes]:
+            yield b"event: a\ndata: {}\n\n"
+            yield b"event: b\ndata: {}\n\n"
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/messages", stream, methods=["POST"])])
+
+
+async def read_all(pool: ClientPool, url: str) -> bytes:
+    out = b""
+    async for chunk in open_stream(pool, url, {}, {"stream": True}):
+        out += chunk
+    return out
+
+
+async def test_steps_reuse_one_kept_alive_connection() -> None:
+    peers: list[tuple[str, int]] = []
+    async with serve_app(streaming_app(peers)) as base:
+        pool = ClientPool()
+        try:
+            for _ in range(3):
+                assert await read_all(pool, base + "/v1/messages") == b"event: a\ndata: {}\n\nevent: b\ndata: {}\n\n"
+            session = pool.session()
+            assert pool.session() is session
+        finally:
+            await pool.aclose()
+    assert len(peers) == 3 and len(set(peers)) == 1, peers  # one client port: the same connection
+
+
+def test_a_pool_used_from_a_second_loop_makes_a_session_there_and_the_first_closed_with_its_loop() -> None:
+    async def one_call(pool: ClientPool, url: str) -> object:
+        await read_all(pool, url)
+        return pool.session()
+
+    async def run_twice() -> None:
+        peers: list[tuple[str, int]] = []
+        async with serve_app(streaming_app(peers)) as base:
+            pool = ClientPool()
+            url = base + "/v1/messages"
+            first = await asyncio.get_running_loop().run_in_executor(None, asyncio.run, one_call(pool, url))
+            second = await one_call(pool, url)
+            assert second is not first and not second.closed  # type: ignore[attr-defined]
+            assert first.closed  # type: ignore[attr-defined]
+            await pool.aclose()
+            assert second.closed  # type: ignore[attr-defined]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        asyncio.run(run_twice())
+        gc.collect()
+
+
+async def test_a_pool_nobody_closed_lets_its_session_go_without_warnings() -> None:
+    peers: list[tuple[str, int]] = []
+    async with serve_app(streaming_app(peers)) as base:
+        pool = ClientPool()
+        await read_all(pool, base + "/v1/messages")
+        session = pool.session()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            del pool
+            gc.collect()
+            for _ in range(10):  # the loop runs the collected keeper's close as a task of its own
+                if session.closed:
+                    break
+                await asyncio.sleep(0)
+            assert session.closed
+
+
+@pytest.mark.parametrize("timeout", [0.3])
+async def test_a_silent_server_is_a_broken_stream_after_the_read_timeout(timeout: float) -> None:
+    gate = asyncio.Event()
+
+    async def silent(request: Request) -> StreamingResponse:
+        async def body() -> AsyncIterator[bytes]:
+            yield b"event: a\ndata: {}\n\n"
+            await gate.wait()
+            yield b""
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    async with serve_app(Starlette(routes=[Route("/s", silent, methods=["POST"])])) as base:
+        pool = ClientPool(timeout=timeout)
+        try:
+            chunks = []
+            with pytest.raises(StreamBrokenError) as err:
+                async for chunk in open_stream(pool, base + "/s", {}, {}):
+                    chunks.append(chunk)
+            assert chunks == [b"event: a\ndata: {}\n\n"]
+            assert err.value.retryable and "timeout" in str(err.value).lower()
+        finally:
+            gate.set()
+            await pool.aclose()
