@@ -18,7 +18,7 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from turnstream.errors import StreamBrokenError
-from turnstream.providers.http import ClientPool, open_stream
+from turnstream.providers.http import ClientPool, env_proxy, open_stream
 
 
 @asynccontextmanager
@@ -138,3 +138,27 @@ async def test_a_silent_server_is_a_broken_stream_after_the_read_timeout(timeout
         finally:
             gate.set()
             await pool.aclose()
+
+
+async def test_a_proxy_named_by_the_environment_carries_the_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    hosts: list[str] = []
+
+    async def proxy(request: Request) -> StreamingResponse:
+        hosts.append(request.headers["host"])
+
+        async def body() -> AsyncIterator[bytes]:
+            yield b"event: a\ndata: {}\n\n"
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    async with serve_app(Starlette(routes=[Route("/v1/messages", proxy, methods=["POST"])])) as base:
+        monkeypatch.setenv("HTTP_PROXY", base)
+        monkeypatch.setenv("NO_PROXY", "exempt.invalid")
+        assert env_proxy("http://model.invalid/v1/messages") == base
+        assert env_proxy("http://exempt.invalid/v1/messages") is None
+        pool = ClientPool()
+        try:
+            assert await read_all(pool, "http://model.invalid/v1/messages") == b"event: a\ndata: {}\n\n"
+        finally:
+            await pool.aclose()
+    assert hosts == ["model.invalid"]  # the proxy was asked for the model's host
