@@ -106,7 +106,7 @@ class SQLiteStore(SQLiteConnection, SQLStore):
                 if first is not None:
                     self._insert_events(c, (first,))
 
-        await self._run(op)
+        await self._run_grouped(op)
         return t
 
     def _turns(self, c: sqlite3.Connection, session_id: str) -> list[Turn]:
@@ -284,7 +284,7 @@ class SQLiteStore(SQLiteConnection, SQLStore):
                     raise TurnTakenOver(turn_id)
                 c.executemany(Q.start_call, [(turn_id, x.tool_use_id, x.tool, x.idempotency_key, now) for x in calls])
 
-        await self._run(op)
+        await self._run_grouped(op)
 
     async def end_tool_call(self, turn_id: str, tool_use_id: str, result: str, is_error: bool) -> None:
         now = time.time()

@@ -43,12 +43,19 @@ from .statements import SQLITE as Q
 T = TypeVar("T")
 
 
+_BARE: set[sqlite3.Connection] = set()
+"""Connections running a group's writes without savepoints (``SQLiteConnection._commit_group``)."""
+
+
 @contextmanager
 def write(conn: sqlite3.Connection) -> Iterator[None]:
     """A write transaction holding SQLite's write lock from its first statement; inside a
-    group's transaction (``SQLiteStore._commit_group``), a savepoint of its own, so that a
-    write that fails undoes only itself."""
+    group's transaction (``SQLiteConnection._commit_group``), a savepoint of its own, so that a
+    write that fails undoes only itself, or nothing at all on the group's first try."""
     if conn.in_transaction:
+        if conn in _BARE:
+            yield
+            return
         conn.execute("SAVEPOINT w")
         try:
             yield
@@ -265,6 +272,29 @@ class SQLiteConnection:
             for fn, fut in group:
                 self._settle(fut, asyncio.ensure_future(self._run(fn)))
             return
+        # First try: every write bare, in the one transaction (a savepoint and its release cost
+        # more than most writes' own statements). A write that refuses (a conflict, a turn taken
+        # over) or fails undoes the whole try, and the group runs again with a savepoint each,
+        # so that only that write fails.
+        _BARE.add(conn)
+        try:
+            values = [fn(conn) for fn, _ in group]
+        except Exception:
+            values = None
+        finally:
+            _BARE.discard(conn)
+        if values is not None:
+            self._commit(conn, [(fut, value, None) for (_, fut), value in zip(group, values, strict=True)])
+            return
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:  # taken by another process meanwhile: the slow path
+            for fn, fut in group:
+                self._settle(fut, asyncio.ensure_future(self._run(fn)))
+            return
         outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
         for fn, fut in group:
             try:
@@ -273,6 +303,12 @@ class SQLiteConnection:
                 outcomes.append((fut, None, StoreError(f"the SQLite database failed: {exc}")))
             except Exception as exc:  # the store's refusals (NotFound, conflicts, TurnTakenOver)
                 outcomes.append((fut, None, exc))
+        self._commit(conn, outcomes)
+
+    @staticmethod
+    def _commit(conn: sqlite3.Connection,
+                outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+        """Commit a group's transaction and settle each write's future with its outcome."""
         try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:  # disk full, I/O error: nothing of the group is stored
