@@ -50,7 +50,8 @@ def ensure_bench_venv(shared: Path) -> Path:
         subprocess.check_call([str(py), "-m", "pip", "install", "-q", "-r", str(shared / "requirements.txt")])
         stamp.touch()
     subprocess.check_call([str(py), "-m", "pip", "install", "-q", "--no-deps", "-e", str(REPO)])
-    subprocess.check_call([str(py), "-m", "pip", "install", "-q", "orjson", "rich", "anyio", "httpx2", "pydantic"])
+    subprocess.check_call([str(py), "-m", "pip", "install", "-q", "orjson", "rich", "anyio", "httpx2", "aiohttp",
+                           "pydantic"])
     return py
 
 

@@ -162,3 +162,45 @@ async def test_a_proxy_named_by_the_environment_carries_the_request(monkeypatch:
         finally:
             await pool.aclose()
     assert hosts == ["model.invalid"]  # the proxy was asked for the model's host
+
+
+async def test_a_stream_cancelled_midway_drops_its_connection_and_the_next_step_gets_a_fresh_one() -> None:
+    peers: list[tuple[str, int]] = []
+    disconnected = asyncio.Event()
+
+    async def endless(request: Request) -> StreamingResponse:
+        assert request.client is not None
+        peers.append((request.client.host, request.client.port))
+        if len(peers) > 1:
+            return StreamingResponse(iter([b"event: a\ndata: {}\n\n"]), media_type="text/event-stream")
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                while True:
+                    yield b"event: a\ndata: {}\n\n"
+                    await asyncio.sleep(0.01)  # a model still talking (pacing, not synchronisation)
+            finally:
+                disconnected.set()
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    async with serve_app(Starlette(routes=[Route("/v1/messages", endless, methods=["POST"])])) as base:
+        pool = ClientPool()
+        url = base + "/v1/messages"
+        first_chunk = asyncio.Event()
+
+        async def consume() -> None:
+            async for _ in open_stream(pool, url, {}, {}):
+                first_chunk.set()
+
+        task = asyncio.create_task(consume())
+        try:
+            await first_chunk.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await asyncio.wait_for(disconnected.wait(), 10)  # the server saw the connection go
+            assert await read_all(pool, url) == b"event: a\ndata: {}\n\n"
+        finally:
+            await pool.aclose()
+    assert len(peers) == 2 and peers[0] != peers[1]  # not the cancelled stream's connection
