@@ -9,6 +9,7 @@ import asyncio
 import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -252,3 +253,82 @@ async def test_the_restart_kernel_tool_restarts_and_runs_all_for_the_assistant(m
     assert [r["cell_id"] for r in result["ran"]] == [first.id, second.id]
     assert result["ran"][1]["outputs"] == [{"type": "text", "text": "42"}]
     assert kernel.generation > generation
+
+
+async def call_tool(manager: NotebookManager, sid: str, name: str, **args: object) -> dict[str, Any]:
+    """One call of a notebook tool as the assistant makes it; what the model reads back."""
+    import json
+
+    from turnstream.blocks import ToolUseBlock
+    from turnstream.tools.executor import ToolExecutor
+    from turnstream.toolsets.notebook import NOTEBOOK_TOOLS
+
+    executor = ToolExecutor({t.name: t for t in NOTEBOOK_TOOLS}, deps={"notebooks": manager})
+    outcome = await executor.decide(ToolUseBlock(tool_use_id=f"call-{name}", name=name, input=dict(args)))
+    await executor.run([outcome], session_id=sid, turn_id="turn-1")
+    result = json.loads(outcome.content)
+    assert isinstance(result, dict), outcome.content
+    return result
+
+
+async def test_stopping_the_turn_inside_an_import_restarts_the_kernel_too(manager: NotebookManager,
+                                                                          sid: str) -> None:
+    """N1 as the user met it: Stop cancels the turn, so the run_cell call importing the module is
+    cancelled (not interrupted from the cell): the kernel is restarted all the same."""
+    writer = await manager.create_cell(sid, WRITE_PACKAGE.format(tag=sid, delay=60))
+    importer = await manager.create_cell(sid, IMPORT_PACKAGE)
+    task = asyncio.ensure_future(manager.run_cell(sid, importer.id))
+    await until(importing(manager, sid), "the import to sleep")
+    kernel = manager.kernel(sid)
+    assert kernel is not None
+    generation = kernel.generation
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    cell = (await manager.notebook(sid)).cell(importer.id)
+    error: dict[str, Any] = dict(cell.outputs[-1])
+    assert cell.status == "error" and error["interrupted"] is True, cell.outputs
+    assert error["evalue"].startswith("Interrupted because the run's caller was cancelled"), error
+    assert "'slowpkg' was being imported" in error["evalue"] and "kernel was restarted" in error["evalue"], error
+    await manager.update_cell(sid, writer.id, WRITE_PACKAGE.format(tag=sid, delay=0), by="user")
+    await manager.update_cell(sid, importer.id, IMPORT_PACKAGE + "\n", by="user")
+    report = await manager.run_cell(sid, importer.id)
+    assert report.cell["outputs"] == [{"type": "text", "text": "'ready'"}], report.cell["outputs"]
+    assert kernel.generation > generation
+
+
+async def test_a_kernel_that_dies_marks_what_ran_before_as_from_the_previous_kernel(manager: NotebookManager,
+                                                                                   sid: str) -> None:
+    """Build 1: after a crash too, what ran before shows as from the previous kernel, never as a
+    success of the current one; the assistant reads the same."""
+    first = await manager.create_cell(sid, "a = 1")
+    dies = await manager.create_cell(sid, "import os\nos._exit(3)")
+    await manager.run_cell(sid, first.id)
+    report = await manager.run_cell(sid, dies.id)
+    assert report.cell["outputs"][-1]["ename"] == "KernelDied"
+    state = await cells(manager, sid)
+    assert (state[first.id]["status"], state[first.id]["previous_kernel"], state[first.id]["stale"]) == (
+        "success", True, True)
+    assert state[dies.id]["previous_kernel"] is False  # its own error is of the kernel that died with it
+    seen = {c["id"]: c for c in (await call_tool(manager, sid, "get_notebook_state"))["cells"]}
+    assert seen[first.id].get("previous_kernel") is True and seen[first.id]["stale"] is True
+    assert "previous_kernel" not in seen[dies.id]
+
+
+async def test_the_assistant_reads_that_a_cell_waits_on_an_interrupted_one(manager: NotebookManager,
+                                                                          sid: str) -> None:
+    """Build 3, the tool result: run_cell on a dependent of an interrupted loop says it was not
+    run and why, and the notebook's state marks the loop interrupted."""
+    loop = await manager.create_cell(sid, "n = 0\nwhile True:\n    n += 1")
+    uses = await manager.create_cell(sid, "n + 1")
+    task = asyncio.ensure_future(manager.run_cell(sid, loop.id))
+    await until(status_is(manager, sid, loop.id, "running"), "the loop to run")
+    assert await manager.interrupt(sid, loop.id) is True
+    await task
+    said = await call_tool(manager, sid, "run_cell", cell_id=uses.id)
+    assert (said["status"], said["blocked_by"], said["ran_upstream"]) == ("blocked", loop.id, [])
+    assert str(said["note"]).startswith(f"Not run: Waits on #{loop.id}, which was interrupted: run or edit it.")
+    assert "not run again by itself" in str(said["note"])
+    seen = {c["id"]: c for c in (await call_tool(manager, sid, "get_notebook_state"))["cells"]}
+    assert seen[loop.id].get("interrupted") is True
+    assert (seen[uses.id]["status"], seen[uses.id].get("blocked_by")) == ("blocked", loop.id)
