@@ -390,6 +390,7 @@ def test_uploads_over_the_limits_are_413_and_store_nothing(tmp_path: Path, model
             sid = new_session(c)
             r = upload(c, sid, ("big.csv", big))
             assert r.status_code == 413 and r.json()["error"] == "too_large", r.text
+            assert r.json()["message"].startswith("files[0]: big.csv is "), r.text  # the refusal names the file
             r = upload(c, sid, ("a.csv", fits), ("b.csv", fits), ("c.csv", fits))  # 2.1 MiB together
             assert r.status_code == 413, r.text
             assert c.get(nb_url(sid, "/files")).json() == {"files": []}
