@@ -94,6 +94,29 @@ test("a cell that uses an interrupted loop waits on it instead of running it aga
   }
 });
 
+test("a cell whose upstream cell runs first shows that it waits for it, never idle", async () => {
+  const context = await launch();
+  try {
+    const session = await newSession("Waiting");
+    const slow = await addCell(session.id, "import time\ntime.sleep(2)\nx = 2");
+    await addCell(session.id, "x * 21");
+    const page = await openPage(context, session.id);
+    await page.waitForSelector("#live-state[data-state='live']");
+    await page.waitForSelector(".cells .cell >> nth=1");
+    await page.click("[aria-label='Run cell 2 (Ctrl+Enter)']");
+    await page.waitForSelector(".cells .cell:nth-child(2)[data-status='waiting']");
+    const badge = cellAt(page, 1).locator(".badge");
+    assert.equal((await badge.textContent()).trim(), `waiting for #${slow.id}`);
+    assert.equal(await cellAt(page, 1).locator(".cell-count").textContent(), "[*]");
+    await page.waitForSelector(".cells .cell:nth-child(2)[data-status='success'] .out-text");
+    assert.equal((await cellAt(page, 1).locator(".out-text").textContent()).trim(), "42");
+    assert.equal((await badge.textContent()).trim(), "success");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
 test("thirty Tabs from the message box enter no editor and change no code; Enter on a cell edits it", async () => {
   const context = await launch();
   try {

@@ -343,6 +343,10 @@ def test_notebook_a_cell_waits_on_an_interrupted_loop(server: Server) -> None:
     _run(server, "a cell that uses an interrupted loop waits on it", "forgiving.test.mjs")
 
 
+def test_notebook_a_cell_shows_it_waits_for_the_upstream_cell_that_runs(server: Server) -> None:
+    _run(server, "a cell whose upstream cell runs first shows that it waits for it", "forgiving.test.mjs")
+
+
 # Issue 24, admission that answers (busy.test.mjs) ---------------------------------------------------
 def test_a_busy_server_is_retried_after_retry_after(server: Server) -> None:
     _run(server, "a 503 at capacity is retried", "busy.test.mjs")
