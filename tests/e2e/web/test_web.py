@@ -3,8 +3,9 @@ no model configured, so the offline demo) driven by Debian's Chromium through th
 package playwright-core. The scenarios live in ``web.test.mjs``; each pytest test runs one
 of them with ``node --test --test-name-pattern``.
 
-Needs ``node`` (v20+), ``npm ci`` in this folder and ``/usr/bin/chromium``
-(``scripts/ensure-chromium.sh``); when those are missing the fixture installs them.
+Needs ``node`` (v20+), ``npm ci`` in this folder, ``/usr/bin/chromium``
+(``scripts/ensure-chromium.sh``) and the page's CodeMirror bundle (``make web-assets``); when
+those are missing the fixture installs them.
 Screenshots go to ``tests/e2e/screenshots/``.
 """
 
@@ -32,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 SCREENSHOTS = ROOT / "tests" / "e2e" / "screenshots"
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+EDITOR_BUNDLE = ROOT / "turnstream" / "server" / "static" / "vendor" / "codemirror" / "editor.min.js"
 
 
 def _ensure_tools() -> None:
@@ -44,6 +46,10 @@ def _ensure_tools() -> None:
         subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=HERE, check=True, timeout=300)
     if not CHROMIUM.exists():
         subprocess.run(["bash", str(ROOT / "scripts" / "ensure-chromium.sh")], check=True, timeout=900)
+    if not EDITOR_BUNDLE.exists():  # without it cells edit in plain text boxes, which tests of CodeMirror miss
+        subprocess.run(["make", "web-assets"], cwd=ROOT, check=True, timeout=300)
+        if not EDITOR_BUNDLE.exists():
+            pytest.fail(f"{EDITOR_BUNDLE.relative_to(ROOT)} is missing and `make web-assets` could not build it")
 
 
 @pytest.fixture(scope="module")
