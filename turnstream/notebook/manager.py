@@ -200,6 +200,8 @@ class NotebookManager:
         if entry.kernel.alive and entry.kernel.generation == nb.kernel_generation:
             stale = stale_cells(nb.cells, graph, nb.ran_code, nb.live)
         else:  # the kernel stopped (idle, evicted, timed out): nothing is live in it any more
+            if not entry.forgotten:  # stopped by the pool (idle, evicted): nobody said so yet
+                await self._runs.forget_kernel(entry)
             stale = stale_cells(nb.cells, graph, {}, set())
         cells = []
         for cell in nb.cells:

@@ -78,6 +78,8 @@ class Entry:
     files: dict[str, str] = field(default_factory=dict)
     """Data files in the kernel (name -> sha256), for generation ``files_generation``."""
     files_generation: int = -1
+    forgotten: bool = False
+    """``forget_kernel`` has run since the kernel in use stopped (False again once a new one is)."""
     base: dict[str, Any] | None = None
     """The document as the store held it at ``notebook.version`` (None: none saved yet): what
     a save that finds a newer version merges against (``notebook.merge``)."""
@@ -193,6 +195,7 @@ class Runs:
         if kernel.generation != nb.kernel_generation:
             await self.forget_kernel(entry)
             nb.kernel_generation = kernel.generation
+            entry.forgotten = False
         return None
 
     async def forget_kernel(self, entry: Entry, keep: str | None = None) -> None:
@@ -200,6 +203,7 @@ class Runs:
         ran is live any more, and every cell that ran (but ``keep``, whose run ended it) shows
         its outputs as from the previous kernel."""
         nb = entry.notebook
+        entry.forgotten = True
         nb.live.clear()
         nb.ran_code.clear()
         for cell in nb.cells:

@@ -315,6 +315,28 @@ async def test_a_kernel_that_dies_marks_what_ran_before_as_from_the_previous_ker
     assert "previous_kernel" not in seen[dies.id]
 
 
+async def test_a_kernel_the_pool_stopped_for_idling_shows_what_ran_as_from_the_previous_kernel(
+        manager: NotebookManager, sid: str) -> None:
+    """Build 1, a kernel stopped when idle: once anyone reads the notebook (the page, the
+    assistant), what ran in it shows as from the previous kernel, and the page is told."""
+    first = await manager.create_cell(sid, "a = 1")
+    await manager.run_cell(sid, first.id)
+    kernel = manager.kernel(sid)
+    assert kernel is not None and kernel.alive
+    manager.pool._slots[kernel].last_used -= 10**6  # idle for long past any timeout
+    timeout, manager.pool.idle_timeout = manager.pool.idle_timeout, 60.0
+    try:
+        assert manager.pool.stop_idle() == 1
+    finally:
+        manager.pool.idle_timeout = timeout
+    assert not kernel.alive
+    state = await cells(manager, sid)
+    assert (state[first.id]["status"], state[first.id]["previous_kernel"], state[first.id]["stale"]) == (
+        "success", True, True)
+    seen = {c["id"]: c for c in (await call_tool(manager, sid, "get_notebook_state"))["cells"]}
+    assert seen[first.id].get("previous_kernel") is True
+
+
 async def test_the_assistant_reads_that_a_cell_waits_on_an_interrupted_one(manager: NotebookManager,
                                                                           sid: str) -> None:
     """Build 3, the tool result: run_cell on a dependent of an interrupted loop says it was not
