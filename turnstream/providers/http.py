@@ -61,7 +61,7 @@ class ClientPool:
     """The HTTP client of one provider: an aiohttp session, its connections kept alive.
 
     aiohttp rather than httpx2 because it costs less than half as much CPU per streamed turn
-    on the same bytes (docs/performance.md: the relay floor fell from 12.2 to 5.2 ms a turn
+    on the same bytes (docs/performance.md: the relay floor fell from 12.1 to 5.9 ms a turn
     at N = 1,000), and its connection pool does not look at every connection each time a
     request starts (httpcore's does, which made a single client carrying a thousand streams
     spend a third of the server's CPU there).
@@ -89,7 +89,9 @@ class ClientPool:
         session = self._session
         if session is None or self._loop is not loop or session.closed:
             self._let_go()
-            connector = aiohttp.TCPConnector(limit=0, ssl=_ssl_context())
+            # Idle connections kept 4 s: under the 5 s after which uvicorn (most model servers and
+            # gateways) closes them, so a step after a long tool call never races that close.
+            connector = aiohttp.TCPConnector(limit=0, ssl=_ssl_context(), keepalive_timeout=4.0)
             session = self._session = aiohttp.ClientSession(
                 connector=connector, timeout=self.timeout, auto_decompress=False)
             self._loop = loop
