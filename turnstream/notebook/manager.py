@@ -56,6 +56,7 @@ cells (``running.py``), merging saves (``merge.py``) and files (``datafiles.py``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -72,7 +73,7 @@ from .kernel import Kernel, interrupted_output
 from .merge import apply_doc, merge_docs
 from .model import LANGUAGES, Cell, Editor, Language, Notebook, code_hash, new_cell_id
 from .persistence import FileStore, InMemoryNotebooks, NotebookPersistence, resolve
-from .pool import KernelPool
+from .pool import KernelPool, PooledKernel
 from .running import Entry, RunReport, Runs
 from .status import SandboxStatus, probe_sandbox
 
@@ -105,6 +106,10 @@ class NotebookManager:
         self._entries: dict[str, Entry] = {}
         self._load_lock = asyncio.Lock()
         self._status: SandboxStatus | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The loop the notebooks are served in (the pool's reaper thread reports to it)."""
+        self._notes: set[asyncio.Task[None]] = set()
+        self.pool.on_stop = self._stopped_by_pool
 
     async def _describe(self, infos: Sequence[FileInfo], data: Sequence[bytes]) -> list[FileInfo]:
         """Read uploads' shapes in a sandboxed process of their own (``describe.py``)."""
@@ -133,6 +138,7 @@ class NotebookManager:
             await self._refresh(entry)
             return entry
         async with self._load_lock:
+            self._loop = asyncio.get_running_loop()
             entry = self._entries.get(session_id)
             if entry is None:
                 doc = None
@@ -144,6 +150,30 @@ class NotebookManager:
                 self._entries[session_id] = entry
         await self._end_dead_runs(entry)
         return entry
+
+    def _stopped_by_pool(self, kernel: PooledKernel) -> None:
+        """The pool stopped ``kernel`` (idle, or to make room; maybe in its reaper thread): its
+        notebook's page is told at once that what ran is from the previous kernel."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self._note_stopped, kernel)
+
+    def _note_stopped(self, kernel: PooledKernel) -> None:
+        for entry in self._entries.values():
+            if entry.kernel is kernel:
+                task = asyncio.ensure_future(self._forget_stopped(entry))
+                self._notes.add(task)
+                task.add_done_callback(self._notes.discard)
+
+    async def _forget_stopped(self, entry: Entry) -> None:
+        try:
+            async with entry.run_lock:
+                if not entry.kernel.alive and not entry.forgotten:
+                    await self._runs.forget_kernel(entry)
+        except Exception:
+            log.exception("notebook of session %s: could not mark the stopped kernel's cells",
+                          entry.notebook.session_id)
 
     async def _refresh(self, entry: Entry) -> None:
         if self.persistence is None or entry.run_lock.locked() or entry.commit_lock.locked():

@@ -27,7 +27,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
@@ -74,6 +74,9 @@ class KernelPool:
         self._waiters: list[asyncio.Event] = []
         self._closed = threading.Event()
         self._reaper: threading.Thread | None = None
+        self.on_stop: Callable[[PooledKernel], None] | None = None
+        """Told after the pool stopped a kernel (idle, or to make room), from the reaper thread
+        too: the notebook's cells then show what ran as from the previous kernel."""
 
     def live(self) -> int:
         """Kernels alive or starting."""
@@ -86,6 +89,7 @@ class KernelPool:
         self._start_reaper()
         while True:
             victim: Killable | None = None
+            stopped: PooledKernel | None = None
             with self._lock:
                 now = time.monotonic()
                 others = [k for k, s in self._slots.items() if k is not kernel and (s.starting or k.alive)]
@@ -97,12 +101,14 @@ class KernelPool:
                 if idle:
                     oldest = min(idle, key=lambda k: self._slots[k].last_used)
                     victim = oldest.detach()
+                    stopped = oldest
                     log.info("stopping the least recently used kernel to stay within %d", self.max_kernels)
                 else:
                     waiter = asyncio.Event()
                     self._waiters.append(waiter)
             if victim is not None:
                 await shielded(asyncio.to_thread(victim.kill))
+                self._stopped(stopped)
                 continue
             left = deadline - time.monotonic()
             if left <= 0:
@@ -167,13 +173,22 @@ class KernelPool:
             return 0
         with self._lock:
             now = time.monotonic()
-            channels = [k.detach() for k, s in self._slots.items()
-                        if not s.uses and not s.starting and k.alive and now - s.last_used >= self.idle_timeout]
-        for channel in channels:
+            idle = [k for k, s in self._slots.items()
+                    if not s.uses and not s.starting and k.alive and now - s.last_used >= self.idle_timeout]
+            channels = [(k, k.detach()) for k in idle]
+        for kernel, channel in channels:
             if channel is not None:
                 log.info("stopping a kernel idle for %g s", self.idle_timeout)
                 channel.kill()
+            self._stopped(kernel)
         return len(channels)
+
+    def _stopped(self, kernel: PooledKernel | None) -> None:
+        if kernel is not None and self.on_stop is not None:
+            try:
+                self.on_stop(kernel)
+            except Exception:
+                log.exception("the pool's on_stop failed")
 
     def close(self) -> None:
         self._closed.set()

@@ -337,6 +337,35 @@ async def test_a_kernel_the_pool_stopped_for_idling_shows_what_ran_as_from_the_p
     assert seen[first.id].get("previous_kernel") is True
 
 
+async def test_the_page_is_told_at_once_when_the_pool_stops_an_idle_kernel(sid: str) -> None:
+    """The pool's idle stop (its reaper thread) tells the page, with nobody reading the notebook:
+    what ran shows as from the previous kernel without waiting for a reload or a run."""
+    said: list[dict[str, Any]] = []
+
+    async def listen(session_id: str, message: dict[str, Any]) -> None:
+        said.append(message)
+
+    m = NotebookManager(InMemoryNotebooks(), listen, limits=KernelLimits(time_limit=3.0, interrupt_grace=1.0))
+    try:
+        first = await m.create_cell(sid, "a = 1")
+        await m.run_cell(sid, first.id)
+        kernel = m.kernel(sid)
+        assert kernel is not None and kernel.alive
+        m.pool._slots[kernel].last_used -= 10**6
+        m.pool.idle_timeout = 60.0
+        del said[:]
+        await asyncio.to_thread(m.pool.stop_idle)  # as the reaper thread calls it
+
+        async def told() -> bool:
+            return any(x.get("change") == "cell_status" and x["cell"]["id"] == first.id
+                       and x["cell"].get("previous_kernel") for x in said)
+
+        await until(told, "the page to be told the kernel stopped")
+        assert (await m.notebook(sid)).cell(first.id).previous_kernel
+    finally:
+        await m.aclose()
+
+
 async def test_the_assistant_reads_that_a_cell_waits_on_an_interrupted_one(manager: NotebookManager,
                                                                           sid: str) -> None:
     """Build 3, the tool result: run_cell on a dependent of an interrupted loop says it was not

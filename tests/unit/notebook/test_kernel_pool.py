@@ -52,9 +52,12 @@ async def test_at_the_cap_the_least_recently_used_idle_kernel_stops() -> None:
     await start(pool, b)
     with pool.using(cast(Kernel, a)):  # a was used after b
         pass
+    stopped: list[object] = []
+    pool.on_stop = stopped.append
     await start(pool, c)
     assert (a.alive, b.alive, c.alive) == (True, False, True)
     assert b.killed == 1 and pool.live() == 2
+    assert stopped == [b]  # its notebook is told
 
 
 async def test_a_kernel_in_use_is_never_stopped_and_a_start_waits_for_one_to_finish() -> None:
@@ -92,9 +95,12 @@ async def test_idle_kernels_stop_and_busy_or_recent_ones_do_not() -> None:
         await start(pool, k)
     pool._slots[cast(Kernel, old)].last_used -= 61
     pool._slots[cast(Kernel, busy)].last_used -= 61
+    stopped: list[object] = []
+    pool.on_stop = stopped.append
     with pool.using(cast(Kernel, busy)):
         assert pool.stop_idle() == 1
     assert (old.alive, busy.alive, recent.alive) == (False, True, True)
+    assert stopped == [old]
     pool.close()
 
 
