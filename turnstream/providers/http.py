@@ -160,6 +160,18 @@ async def drain(chunks: AsyncIterator[bytes], timeout: float = 1.0) -> None:
                 pass
 
 
+def loggable(url: str) -> str:
+    """``url`` as logged: without a user and password and without its query (a gateway's key
+    may ride in either)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
 def redact_headers(headers: dict[str, str]) -> dict[str, str]:
     return {k: ("***" if k.lower() in _SECRET_HEADERS or _SECRET_WORDS & set(re.split(r"[-_]", k.lower())) else v)
             for k, v in headers.items()}
@@ -237,14 +249,15 @@ async def open_stream(pool: ClientPool, url: str, headers: dict[str, str],
                       body: dict[str, Any]) -> AsyncGenerator[bytes, None]:
     """POST ``body`` and yield the response body in chunks as they arrive."""
     if log.isEnabledFor(logging.DEBUG):
-        log.debug("POST %s headers=%s body=%s", url, redact_headers(headers), orjson.dumps(body).decode()[:20000])
+        log.debug("POST %s headers=%s body=%s", loggable(url), redact_headers(headers),
+                  orjson.dumps(body).decode()[:20000])
     try:
         # No content coding (``accept-encoding: identity``, and the session decodes none): the
         # chunks are the bytes as sent, which the SSE decoder splits itself.
         headers = {**headers, "accept-encoding": "identity"}
         async with pool.post(url, orjson.dumps(body), headers) as resp:
             if requests_log.isEnabledFor(logging.INFO):
-                requests_log.info('HTTP Request: POST %s "HTTP/%d.%d %d %s"', url, *resp.version,
+                requests_log.info('HTTP Request: POST %s "HTTP/%d.%d %d %s"', loggable(url), *resp.version,
                                   resp.status, resp.reason)
             if resp.status != 200:
                 raise _error_from_body(resp.status, await resp.read(), resp.headers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import socket
 import warnings
 from collections.abc import AsyncIterator
@@ -18,7 +19,7 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from turnstream.errors import StreamBrokenError
-from turnstream.providers.http import ClientPool, env_proxy, open_stream
+from turnstream.providers.http import ClientPool, env_proxy, loggable, open_stream
 
 
 @asynccontextmanager
@@ -204,3 +205,20 @@ async def test_a_stream_cancelled_midway_drops_its_connection_and_the_next_step_
         finally:
             await pool.aclose()
     assert len(peers) == 2 and peers[0] != peers[1]  # not the cancelled stream's connection
+
+
+async def test_a_model_call_is_logged_without_the_urls_user_password_or_query(caplog: pytest.LogCaptureFixture) -> None:
+    peers: list[tuple[str, int]] = []
+    async with serve_app(streaming_app(peers)) as base:
+        host = base.removeprefix("http://")
+        pool = ClientPool()
+        try:
+            with caplog.at_level(logging.DEBUG, logger="turnstream"):
+                await read_all(pool, f"http://gw:hunter2@{host}/v1/messages?key=sk-secret")
+        finally:
+            await pool.aclose()
+    lines = [r.getMessage() for r in caplog.records]
+    assert f'HTTP Request: POST http://{host}/v1/messages "HTTP/1.1 200 OK"' in lines, lines
+    assert not [line for line in lines if "hunter2" in line or "sk-secret" in line], lines
+    assert loggable("https://u:p@[::1]:8443/v1/chat/completions?api-version=1&key=k") == (
+        "https://[::1]:8443/v1/chat/completions")
