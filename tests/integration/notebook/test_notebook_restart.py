@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 
 from tests.support.processes import cmdline, descendants
-from turnstream.notebook import InMemoryNotebooks, KernelLimits, NotebookManager
+from turnstream.notebook import Cell, InMemoryNotebooks, KernelLimits, NotebookManager, RunReport
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 _ids = itertools.count()
@@ -84,12 +84,18 @@ async def cells(manager: NotebookManager, sid: str) -> dict[str, dict[str, objec
     return {c["id"]: c for c in (await manager.state(sid))["cells"]}
 
 
-async def test_an_interrupt_inside_an_import_restarts_the_kernel_and_the_next_run_imports_cleanly(
-        manager: NotebookManager, sid: str) -> None:
+async def start_slow_import(manager: NotebookManager, sid: str) -> tuple[Cell, Cell, asyncio.Future[RunReport]]:
+    """The package-writing cell, the importing cell, and its run, once the import sleeps halfway."""
     writer = await manager.create_cell(sid, WRITE_PACKAGE.format(tag=sid, delay=60))
     importer = await manager.create_cell(sid, IMPORT_PACKAGE)
     task = asyncio.ensure_future(manager.run_cell(sid, importer.id))
     await until(importing(manager, sid), "the import to sleep")
+    return writer, importer, task
+
+
+async def test_an_interrupt_inside_an_import_restarts_the_kernel_and_the_next_run_imports_cleanly(
+        manager: NotebookManager, sid: str) -> None:
+    writer, importer, task = await start_slow_import(manager, sid)
     kernel = manager.kernel(sid)
     assert kernel is not None
     generation = kernel.generation
@@ -116,10 +122,7 @@ async def test_the_tool_result_of_an_interrupted_import_names_the_restart(manage
                                                                          sid: str) -> None:
     from turnstream.toolsets.notebook import run_result
 
-    await manager.create_cell(sid, WRITE_PACKAGE.format(tag=sid, delay=60))
-    importer = await manager.create_cell(sid, IMPORT_PACKAGE)
-    task = asyncio.ensure_future(manager.run_cell(sid, importer.id))
-    await until(importing(manager, sid), "the import to sleep")
+    _, importer, task = await start_slow_import(manager, sid)
     await manager.interrupt(sid, importer.id)
     result = run_result(await task)
     assert "half-imported" in result["outputs"][-1]["error"]
@@ -275,10 +278,7 @@ async def test_stopping_the_turn_inside_an_import_restarts_the_kernel_too(manage
                                                                           sid: str) -> None:
     """N1 as the user met it: Stop cancels the turn, so the run_cell call importing the module is
     cancelled (not interrupted from the cell): the kernel is restarted all the same."""
-    writer = await manager.create_cell(sid, WRITE_PACKAGE.format(tag=sid, delay=60))
-    importer = await manager.create_cell(sid, IMPORT_PACKAGE)
-    task = asyncio.ensure_future(manager.run_cell(sid, importer.id))
-    await until(importing(manager, sid), "the import to sleep")
+    writer, importer, task = await start_slow_import(manager, sid)
     kernel = manager.kernel(sid)
     assert kernel is not None
     generation = kernel.generation
