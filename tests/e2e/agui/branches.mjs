@@ -9,17 +9,9 @@
 // exits non-zero on the first failure.
 import { HttpAgent } from '@ag-ui/client';
 import { EventSchemas } from '@ag-ui/core/schemas';
+import { base, expect, key, lastRequest, same, session } from '../branch_support.mjs';
 
-const base = process.env.TS_URL;
-const key = process.env.TS_KEY;
-const mock = process.env.TS_MOCK;
 const model = process.env.TS_MODEL;
-
-function expect(cond, what, detail) {
-  if (!cond) throw new Error(`${what}: ${JSON.stringify(detail)}`);
-}
-
-const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 const uid = () => Math.random().toString(36).slice(2);
 
 // Every event of every run, checked with @ag-ui/core's schemas; the last run's kept.
@@ -31,28 +23,6 @@ async function recordingFetch(url, init) {
     .map((f) => JSON.parse(f.slice('data: '.length)));
   for (const e of lastRun) expect(EventSchemas.safeParse(e).success, `schema rejects ${e.type}`, e);
   return res;
-}
-
-async function session(sid) {
-  const res = await fetch(`${base}/api/sessions/${sid}`, { headers: { Authorization: `Bearer ${key}` } });
-  expect(res.status === 200, 'GET session', res.status);
-  return res.json();
-}
-
-function said(body) {
-  const out = [];
-  for (const m of body.messages ?? body.input ?? []) {
-    if (m.role !== 'user' && m.role !== 'assistant') continue;
-    const text = typeof m.content === 'string' ? m.content
-      : (m.content ?? []).filter((p) => typeof p?.text === 'string').map((p) => p.text).join(' ');
-    out.push([m.role, text]);
-  }
-  return out;
-}
-
-async function lastRequest() {
-  const got = await (await fetch(`${mock}/_mock/requests`)).json();
-  return said(got.filter((r) => r.body.model === model.split(':')[1]).at(-1).body);
 }
 
 const agent = new HttpAgent({
@@ -74,7 +44,7 @@ async function say(text, parent, what) {
   expect(s.current_leaf === turn.id, `${what}: the branch shown`, s.current_leaf);
   const shown = agent.messages.filter((m) => m.role === 'user' || m.role === 'assistant')
     .map((m) => [m.role, m.content]);
-  const sent = await lastRequest();
+  const sent = await lastRequest(model);
   expect(same(sent, shown.slice(0, -1)) && shown.at(-1)[1] === `re: ${text}`, `${what}: the model read this branch only`,
     [sent, shown]);
   return turn;

@@ -9,18 +9,10 @@
 // Env: TS_URL (server), TS_KEY (API key), TS_MOCK (the mock provider's URL), TS_MODELS (JSON:
 // version -> "<wire format>:<scenario>", a scenario answering "re: <input>"), TS_VERSIONS
 // (e.g. "5,6,7"). Prints one JSON line per version; exits non-zero on the first failure.
+import { base, expect, key, lastRequest, same, session } from '../branch_support.mjs';
 
-const base = process.env.TS_URL;
-const key = process.env.TS_KEY;
-const mock = process.env.TS_MOCK;
 const models = JSON.parse(process.env.TS_MODELS);
 const versions = process.env.TS_VERSIONS.split(',').map(Number);
-
-function expect(cond, what, detail) {
-  if (!cond) throw new Error(`${what}: ${JSON.stringify(detail)}`);
-}
-
-const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 const textOf = (m) => m.parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
 
 // Every chunk the server sent must pass the version's own schema.
@@ -63,31 +55,6 @@ function newChat(sdk, v, id, body, fetcher) {
     id, state, onError: () => {},
     transport: new sdk.DefaultChatTransport({ api: `${base}/api/chat`, headers, body, fetch: fetcher }),
   });
-}
-
-async function session(sid) {
-  const res = await fetch(`${base}/api/sessions/${sid}`, { headers: { Authorization: `Bearer ${key}` } });
-  expect(res.status === 200, 'GET session', res.status);
-  return res.json();
-}
-
-// The user and assistant messages of a provider request, in any of the three wire formats.
-function said(body) {
-  const out = [];
-  for (const m of body.messages ?? body.input ?? []) {
-    if (m.role !== 'user' && m.role !== 'assistant') continue;
-    const text = typeof m.content === 'string' ? m.content
-      : (m.content ?? []).filter((p) => typeof p?.text === 'string').map((p) => p.text).join(' ');
-    out.push([m.role, text]);
-  }
-  return out;
-}
-
-async function lastRequest(model) {
-  const name = model.split(':')[1];
-  const got = await (await fetch(`${mock}/_mock/requests`)).json();
-  const mine = got.filter((r) => r.body.model === name);
-  return said(mine.at(-1).body);
 }
 
 // The Chat's conversation is the branch shown, and the model read exactly that branch.
