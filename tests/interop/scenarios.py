@@ -3,6 +3,7 @@ test), the tools they call, and what a correct turn looks like for each."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,12 +105,17 @@ class Tools:
         return [get_weather, get_time, save_note]
 
 
-async def run_turn(provider: Provider, tools: Tools, *, thinking: bool = False,
-                   max_steps: int = 6) -> tuple[Turn, list[StreamEvent]]:
-    """One user turn over the real streaming path; the stored turn and the events."""
+async def run_turn(provider: Provider, tools: Tools, *, thinking: bool = False, max_steps: int = 6,
+                   watch: Callable[[StreamEvent], None] | None = None) -> tuple[Turn, list[StreamEvent]]:
+    """One user turn over the real streaming path; the stored turn and the events (each shown to
+    ``watch`` as it comes)."""
     limits = Limits(max_steps=max_steps, retry=RetryPolicy(base_delay=0.05, max_delay=0.2))
     agent = Agent(provider, tools=tools.all(), limits=limits, thinking_budget=1024 if thinking else None)
-    events = [ev async for ev in agent.stream("Weather in Paris and Tokyo?")]
+    events: list[StreamEvent] = []
+    async for ev in agent.stream("Weather in Paris and Tokyo?"):
+        events.append(ev)
+        if watch is not None:
+            watch(ev)
     done = events[-1]
     assert isinstance(done, TurnComplete), events[-3:]
     turn = await agent.store.get_turn(done.turn_id)

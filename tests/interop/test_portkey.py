@@ -17,7 +17,10 @@ gateway (or turnstream) that no longer shows it fails the test.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
@@ -33,7 +36,9 @@ from tests.interop.scenarios import (
     run_turn,
     summary,
 )
+from tests.support.ui_stream import open_gate, release
 from turnstream.blocks import Turn
+from turnstream.events import BlockDelta, StepRestart, StreamEvent
 from turnstream.providers.anthropic import AnthropicProvider
 from turnstream.providers.base import Provider
 from turnstream.providers.openai_chat import OpenAIChatProvider
@@ -98,20 +103,38 @@ async def test_tool_loop(api: str, backend: str, scenario: str, portkey_url: str
     results[f"portkey {api} -> {backend} {scenario}"] = summary(turn, events)
 
 
-async def test_a_responses_stream_cut_after_its_first_event_is_retried(portkey_url: str, mock_url: str) -> None:
-    # the other side of an upstream drop before any event (an empty 200, retried): once a whole
-    # event got through, the gateway's clean end is a stream without response.completed, also retried
+async def test_a_responses_stream_cut_after_its_first_text_is_retried(portkey_url: str, mock_url: str,
+                                                                      tmp_path: Path) -> None:
+    # the other side of an upstream drop before any event (an empty 200, retried): once the gateway
+    # has passed events on, its clean end of a cut stream (no response.completed) restarts the step.
+    # Whether the gateway passes on what came just before a cut is a race inside it, so the step
+    # waits at a gate after its first text delta (frame 4, ending at byte 1,898) until this test has
+    # seen that text, and only then is cut (at byte 2,000, inside frame 5). The retry waits at the
+    # same gate: the StepRestart opens it again.
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
     steps = [dict(s) for s in PARALLEL]
-    steps[0] = {**steps[0], "fault": {"kind": "drop", "after_bytes": 1500}}
+    steps[0] = {**steps[0], "fault": {"kind": "drop", "after_bytes": 2000},
+                "gate": {"after_events": 5, "fifo": str(gate)}}
     name = "portkey-late-drop"
     httpx.post(mock_url + "/_mock/scenarios", json={name: {"fragment_size": 5, "steps": steps}}).raise_for_status()
     tools = Tools()
+    opened: list[asyncio.Task[None]] = []
+
+    def watch(ev: StreamEvent) -> None:
+        if (isinstance(ev, BlockDelta) and ev.text and not opened) or isinstance(ev, StepRestart):
+            # in a task: the stream must go on while the opener waits for the retry to reach the gate
+            opened.append(asyncio.create_task(asyncio.to_thread(open_gate, gate)))
+
     p = client("openai-responses", "openai", name, portkey_url, mock_url)
     try:
-        turn, events = await run_turn(p, tools)
+        turn, events = await run_turn(p, tools, watch=watch)
+        await asyncio.gather(*opened)
     finally:
+        release(gate)
         await p.aclose()
     check_turn("parallel", turn, events, tools)
+    assert len(opened) == 2, "the text came before the cut, and the step restarted once"
     assert summary(turn, events)["restarts"] == 1
 
 
