@@ -1,7 +1,8 @@
 """The server under N concurrent turns: throughput, time to first event, added latency per
 event, CPU, memory.
 
-One ``turnstream serve`` process (SQLite in a temporary directory) runs N turns at once,
+One ``turnstream serve`` process (SQLite in a temporary directory, or PostgreSQL with ``--pg``: a
+scratch schema, dropped afterwards) runs N turns at once,
 each a three-step chain (text + calculator call, calculator call, answer) from its own
 session, streamed over SSE to client processes. The model is the mock provider
 (``turnstream mock-provider``, a separate process, reached by the Anthropic adapter through
@@ -36,6 +37,10 @@ for ``--rounds`` rounds at each N), and prints the server CPU per turn of each a
 (medians over the rounds). Target (issue 25): at most 1.25x at N = 100 and N = 1,000.
 
     python bench/server_bench.py [--n 100 1000] [--delay-ms 25] [--ramp-s 1] [--quick] [--floor [--rounds 3]]
+                                 [--pg postgresql://postgres@127.0.0.1:5432/postgres]
+
+With ``--pg`` the CPU columns are still the turnstream process's alone; PostgreSQL's own processes
+are not in them.
 
 The turns start spread evenly over ``--ramp-s`` seconds (users do not all press enter in
 the same millisecond); every turn lasts longer than the ramp, so all N run at once.
@@ -407,6 +412,8 @@ def main() -> int:
                     help="run the server under cProfile (slower), stats written to FILE at the end")
     ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
                     help="record the server with py-spy into DIR/server-N.txt (collapsed stacks)")
+    ap.add_argument("--pg", metavar="URL", default=None,
+                    help="store on the PostgreSQL server at URL (a scratch schema) instead of SQLite")
     ap.add_argument("--floor", action="store_true", help="run the relay floor beside turnstream, interleaved")
     ap.add_argument("--rounds", type=int, default=1, help="with --floor: rounds at each N (medians reported)")
     a = ap.parse_args()
@@ -419,6 +426,13 @@ def main() -> int:
     env = {**os.environ, "TURNSTREAM_KEY_FILE": str(tmp / "key"), "TURNSTREAM_LOG_LEVEL": "WARNING",
            "PYTHONUNBUFFERED": "1"}
     procs: list[subprocess.Popen[bytes]] = []
+    db, store = f"sqlite:///{tmp / 'bench.db'}", "SQLite"
+    if a.pg:
+        schema = f"bench_{os.getpid()}_{int(time.time())}"
+        asyncio.run(pg_admin(a.pg, f"CREATE SCHEMA {schema}"))
+        sep = "&" if "?" in a.pg else "?"
+        db, store = f"{a.pg}{sep}options=-csearch_path%3D{schema}", "PostgreSQL"
+    a.store = store
     try:
         port = free_port()
         mock = subprocess.Popen([sys.executable, "-m", "turnstream.cli", "mock-provider", "--port", str(port),
@@ -435,7 +449,7 @@ def main() -> int:
             # by bench/cluster_bench.py)
             env.setdefault("TURNSTREAM_ADMIT_MAX_LAG_MS", "0")
         server = subprocess.Popen([sys.executable, *prefix, "-m", "turnstream.cli", "serve", "--port", "0", "--db",
-                                   f"sqlite:///{tmp / 'bench.db'}", "--model", model],
+                                   db, "--model", model],
                                   stdout=subprocess.PIPE, stderr=(tmp / "server.log").open("w"), env=env, cwd=tmp)
         procs.append(server)
         m = wait_line(server, READY, 60)
@@ -473,7 +487,7 @@ def main() -> int:
             progress("  " + json.dumps(row))
         print(f"\n### Server bench: N concurrent three-step turns (mock provider, one frame per {a.delay_ms:g} ms; "
               f"{alone['events_per_turn']:g} events per turn, {alone['stamped_events']} stamped; "
-              f"one turn alone takes {alone['turn_s_p50']} s; SQLite; {os.cpu_count()} CPUs)\n")
+              f"one turn alone takes {alone['turn_s_p50']} s; {a.store}; {os.cpu_count()} CPUs)\n")
         print(table(rows))
         print("\nadded per event: client receive time minus the mock provider's send stamp, over every stamped "
               "block_delta; first event: POST sent -> turn_start received (of the POST that was admitted); "
@@ -492,6 +506,19 @@ def main() -> int:
                 p.wait()
             if p.stdout is not None:
                 p.stdout.close()
+        if a.pg:
+            asyncio.run(pg_admin(a.pg, f"DROP SCHEMA {schema} CASCADE"))
+
+
+async def pg_admin(url: str, sql: str) -> None:
+    """One statement on the PostgreSQL server at ``url`` (the scratch schema's creation and drop)."""
+    import asyncpg
+
+    conn = await asyncpg.connect(url, timeout=5)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
 
 
 def floor_table(a: argparse.Namespace, ns: list[int], ts: tuple[str, str, dict[str, int]],
@@ -523,7 +550,7 @@ def floor_table(a: argparse.Namespace, ns: list[int], ts: tuple[str, str, dict[s
                      f"{pct([r['first_event_ms_p99'] for r in mine], 50)} / "
                      f"{pct([r['first_event_ms_p99'] for r in theirs], 50)} |")
     print(f"\n### Server CPU per turn beside the relay floor (bench/relay_floor.py), interleaved, median of "
-          f"{a.rounds} round(s); one frame per {a.delay_ms:g} ms; SQLite; {os.cpu_count()} CPUs\n")
+          f"{a.rounds} round(s); one frame per {a.delay_ms:g} ms; {a.store}; {os.cpu_count()} CPUs\n")
     print("\n".join(lines))
     if a.json_out:
         a.json_out.write_text(json.dumps({"delay_ms": a.delay_ms, "floor": out}, indent=2))
