@@ -34,6 +34,7 @@ from turnstream.blocks import (
 from turnstream.errors import AlreadyExists, FileTooLarge, NotFound, StaleNotebook, TurnTakenOver, UserExists
 from turnstream.store import SeqConflictError, Store, StoredEvent, TurnConflictError
 from turnstream.store.keys import hash_key
+from turnstream.store.postgres import PostgresStore
 from turnstream.store.protocol import Spend, ToolCallStart, ToolDecision
 
 
@@ -531,6 +532,86 @@ async def test_two_writers_racing_for_one_seq_leave_no_gap(store: Store, backend
     events = await store.events_after(t.id, 0)
     assert [e.data["index"] for e in events] == list(range(10))
     assert [e.n for e in events] == sorted(e.n for e in events)
+
+
+async def test_the_writes_of_many_turns_at_once_land_or_are_refused_each_as_alone(store: Store) -> None:
+    """A busy process's writes, asked for together (SQLite commits them in one transaction,
+    PostgreSQL sends those that queue as one statement: ``store/pg_batch.py``), come out as each
+    would alone: stored whole, or refused with its own error while the others are stored."""
+    turns = [await new_turn(store) for _ in range(12)]
+    calls = turns[:4]
+    for t in calls:
+        await store.start_tool_calls(t.id, [ToolCallStart(f"call_{t.id}", "calc", f"key_{t.id}")])
+    ended = await new_turn(store)  # its session has another turn open, so waking it collides
+    await store.finish_turn(ended.id, status="complete", stop_reason="end_turn", usage=Usage(), steps=1)
+    await store.create_turn(ended.session_id, "again", model="scripted:x")
+    last = {t.id: 0 for t in turns}
+    stored: dict[str, list[int]] = {t.id: [] for t in turns}
+
+    def event(t: Turn) -> StoredEvent:
+        last[t.id] += 1
+        stored[t.id].append(last[t.id])
+        return ev(t.id, last[t.id], step=last[t.id])
+
+    # a single event, a block with a held-back event before it, a block alone
+    first: list[Any] = []
+    for i, t in enumerate(turns):
+        if i % 3 == 0:
+            first.append(store.append_event(event(t)))
+        else:
+            pending = [event(t)] if i % 3 == 1 else []
+            first.append(store.append_block(t.id, text(0), stop(t.id, last[t.id] + 1, text(0)), pending=pending))
+            event(t)
+    assert await asyncio.gather(*first, return_exceptions=True) == [None] * len(turns)
+
+    # tool results that end ledger rows, a stale event number, a turn that does not exist
+    stale = turns[5]
+    second: list[Any] = []
+    for i, t in enumerate(turns):
+        if t in calls:
+            result = ToolResultBlock(seq=0 if i % 3 == 0 else 1, step=1, tool_use_id=f"call_{t.id}", content="42",
+                                     is_error=t is calls[1])
+            second.append(store.append_block(t.id, result, stop(t.id, last[t.id] + 1, result)))
+            event(t)
+        elif t is stale:
+            second.append(store.append_event(ev(t.id, last[t.id], step=0)))
+        else:
+            second.append(store.append_event(event(t)))
+    second.append(store.append_event(ev("turn_missing", 1)))
+    outcome = await asyncio.gather(*second, return_exceptions=True)
+    assert isinstance(outcome[5], SeqConflictError) and "not above the last event" in str(outcome[5])
+    assert isinstance(outcome[-1], NotFound)
+    assert [o for i, o in enumerate(outcome[:-1]) if i != 5] == [None] * (len(turns) - 1)
+
+    # every turn finished at once, with the collision among them
+    third: list[Any] = [
+        store.finish_turn(t.id, status="complete", stop_reason="end_turn", usage=Usage(output_tokens=i),
+                          steps=i, error=f"note {i}", event=StoredEvent(t.id, last[t.id] + 1, "turn_complete",
+                                                                          {"i": i}))
+        for i, t in enumerate(turns)]
+    for t in turns:
+        event(t)
+    third.append(store.append_event(ev(ended.id, 5), "running"))
+    outcome = await asyncio.gather(*third, return_exceptions=True)
+    assert isinstance(outcome[-1], TurnConflictError)
+    assert outcome[:-1] == [None] * len(turns)
+
+    for i, t in enumerate(turns):
+        got = await store.get_turn(t.id)
+        assert got is not None
+        assert (got.status, got.stop_reason, got.steps, got.error, got.usage.output_tokens) == (
+            "complete", "end_turn", i, f"note {i}", i)
+        assert [e.n for e in await store.events_after(t.id, 0)] == stored[t.id]
+        want = (["text"] if i % 3 else []) + (["tool_result"] if t in calls else [])
+        assert [b.type for b in got.blocks] == want
+    for t in calls:
+        ledger = await store.tool_calls(t.id)
+        assert [(c.state, c.is_error) for c in ledger] == [("finished", t is calls[1])]
+    again = await store.get_turn(ended.id)
+    assert again is not None and again.status == "complete"
+    assert await store.events_after(ended.id, 0) == []
+    if isinstance(store, PostgresStore):  # the three rounds did go in batches there
+        assert store.batched_writes >= 3
 
 
 # liveness, ownership and takeover ---------------------------------------------

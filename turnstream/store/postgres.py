@@ -13,7 +13,9 @@ statement is only bound and executed. Its statements (``statements.py``) take po
 Connections come from a small pool of our own (``pg.py`` says why). Outside an explicit
 ``conn.transaction()`` every statement commits on its own: most writes are one statement,
 which PostgreSQL makes atomic on its own, and the few multi-statement writes open an
-explicit transaction.
+explicit transaction. A turn's guarded writes (blocks, events, its end) use half the pool at
+most; those that queue behind them go to the database together, as one statement
+(``pg_batch.py``), and each is answered as it would have been alone.
 
 Concurrency rules, all enforced by the database rather than by this process:
 
@@ -42,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from asyncpg.exceptions import ForeignKeyViolationError, UniqueViolationError
@@ -51,6 +54,7 @@ from ..errors import InvalidValue, NotFound, StaleNotebook, TurnConflictError, T
 from . import rows
 from .keys import hash_key, new_key
 from .pg import PostgresConnection, rowcount
+from .pg_batch import WriteBatcher
 from .protocol import NotebookFile, QueuedMessage, User, check_files_total, check_pending, first_event_of
 from .rows import Row, block_row, dumps, new_id, usage_to_json
 from .sqlbase import SQLStore
@@ -63,12 +67,53 @@ if TYPE_CHECKING:
 _OPEN_INDEX = "turns_one_open_per_session"
 
 
+@dataclass(slots=True)
+class _Write:
+    """One guarded write to a turn: as it runs alone (``sql``, with ``args`` before its events)
+    and, in a batch, as a row of ``statements.append_many``."""
+
+    turn_id: str
+    seq: int | None
+    n: int
+    status: TurnStatus | None
+    first: int
+    events: tuple[StoredEvent, ...]
+    sql: tuple[str, str]
+    args: tuple[Any, ...]
+    outcome: tuple[Any, ...] | None = None
+    """stop_reason, usage (JSON), steps, error: a write that finishes the turn."""
+    block: tuple[Any, ...] | None = None
+    """step, type, text, content (JSON)."""
+    call: tuple[Any, ...] | None = None
+    """ended_at, is_error, tool_use_id: the ledger row a tool result ends."""
+
+
+_NO_OUTCOME: tuple[Any, ...] = (None,) * 4
+_NO_BLOCK: tuple[Any, ...] = (None,) * 4
+_NO_CALL: tuple[Any, ...] = (None,) * 3
+
+
 class PostgresStore(PostgresConnection, SQLStore):
     """The Store protocol on PostgreSQL. ``url`` is a ``postgresql://`` URL in libpq's form
     (host, port, user, password, database; query parameters such as ``sslmode``,
     ``connect_timeout`` or ``options``)."""
 
     _q = Q
+
+    def __init__(self, url: str, *, pool_size: int = 4, runner_id: str | None = None) -> None:
+        super().__init__(url, pool_size=pool_size, runner_id=runner_id)
+        # Half the pool for turn writes (the rest for reads and other writes); what queues
+        # behind them goes in one statement (pg_batch).
+        self._writes = WriteBatcher(self._write_one, self._write_many, lanes=pool_size // 2)
+
+    async def aclose(self) -> None:
+        await self._writes.drain()
+        await super().aclose()
+
+    @property
+    def batched_writes(self) -> int:
+        """Statements sent so far with the writes of several turns (``pg_batch``)."""
+        return self._writes.batches
 
     # users -----------------------------------------------------------------
     async def create_user(self, name: str) -> tuple[User, str]:
@@ -125,45 +170,62 @@ class PostgresStore(PostgresConnection, SQLStore):
     async def list_turns(self, session_id: str) -> list[Turn]:
         return [self._turn(r) for r in await self._rows(Q.turns_of, session_id)]
 
-    async def _guarded(self, sql: tuple[str, str], args: tuple[Any, ...], turn_id: str, seq: int | None,
-                       pending: Sequence[StoredEvent], event: StoredEvent, first: int | None) -> None:
-        """Run a guarded write (``statements.PostgresStatements``) whose arguments before its
-        events are ``args``; explain a refusal (unknown turn, taken seq, stale n, taken over)."""
-        if pending:
-            events = (*pending, event)
-            text, args = sql[1], (*args, [e.n for e in events], [e.name for e in events],
-                                  [dumps(e.data) for e in events])
+    async def _write_one(self, w: _Write) -> None:
+        """A guarded write alone (``statements.PostgresStatements``: its arguments before its
+        events are ``w.args``); explain a refusal (unknown turn, taken seq, stale n, taken over)."""
+        if len(w.events) > 1:
+            text, args = w.sql[1], (*w.args, [e.n for e in w.events], [e.name for e in w.events],
+                                    [dumps(e.data) for e in w.events])
         else:
-            text, args = sql[0], (*args, event.name, dumps(event.data))
+            text, args = w.sql[0], (*w.args, w.events[0].name, dumps(w.events[0].data))
         async with self._conn() as conn:
             try:
                 if await conn.fetchval(text, *args) == 1:
                     return
             except UniqueViolationError as exc:
-                await self._open_conflict(conn, exc, turn_id)
-            state = cast("Row | None", await conn.fetchrow(Q.turn_state, turn_id))
-        raise rows.refusal(state, turn_id, seq, first, self.runner_id)
+                await self._open_conflict(conn, exc, w.turn_id)
+            state = cast("Row | None", await conn.fetchrow(Q.turn_state, w.turn_id))
+        raise rows.refusal(state, w.turn_id, w.seq, w.first, self.runner_id)
+
+    async def _write_many(self, ws: Sequence[_Write]) -> set[str]:
+        """Guarded writes of distinct turns in one statement (``pg_batch``); the turns whose
+        guard passed. The others stored nothing."""
+        outcomes = [w.outcome or _NO_OUTCOME for w in ws]
+        blocks = [w.block or _NO_BLOCK for w in ws]
+        calls = [w.call or _NO_CALL for w in ws]
+        events = [(w.turn_id, e) for w in ws for e in w.events]
+        async with self._conn() as conn:
+            applied = await conn.fetchval(
+                Q.append_many, self.runner_id, [w.turn_id for w in ws], [w.seq for w in ws], [w.n for w in ws],
+                [w.status for w in ws], [w.first for w in ws], [w.outcome is not None for w in ws],
+                *([o[i] for o in outcomes] for i in range(4)), *([b[i] for b in blocks] for i in range(4)),
+                *([c[i] for c in calls] for i in range(3)), [t for t, _ in events], [e.n for _, e in events],
+                [e.name for _, e in events], [dumps(e.data) for _, e in events])
+        return set(applied)
 
     async def append_block(self, turn_id: str, block: Block, event: StoredEvent,
                            status: TurnStatus | None = None, *, pending: Sequence[StoredEvent] = ()) -> None:
         if event.turn_id != turn_id:
             raise InvalidValue("event", f"event of turn {event.turn_id} given with a block of turn {turn_id}")
         first = check_pending(turn_id, pending, event)
+        assert first is not None
         _, seq, step, btype, text, content = block_row(turn_id, block)
         args: tuple[Any, ...] = (seq, event.n, status, self.runner_id, turn_id, first, step, btype, text, content)
-        sql = Q.append_block
+        sql, call = Q.append_block, None
         # (A ledger row's id never holds NUL, which PostgreSQL text cannot: such a result has none.)
         if isinstance(block, ToolResultBlock) and "\x00" not in block.tool_use_id:
-            sql = Q.append_result
-            args = (*args, time.time(), block.is_error, block.tool_use_id)
-        await self._guarded(sql, args, turn_id, seq, pending, event, first)
+            sql, call = Q.append_result, (time.time(), block.is_error, block.tool_use_id)
+            args = (*args, *call)
+        await self._writes.write(_Write(turn_id, seq, event.n, status, first, (*pending, event), sql, args,
+                                        block=(step, btype, text, content), call=call))
 
     async def append_event(self, event: StoredEvent, status: TurnStatus | None = None, *,
                            pending: Sequence[StoredEvent] = ()) -> None:
         tid = event.turn_id
         first = check_pending(tid, pending, event)
-        await self._guarded(Q.append_event, (None, event.n, status, self.runner_id, tid, first), tid, None,
-                            pending, event, first)
+        assert first is not None
+        await self._writes.write(_Write(tid, None, event.n, status, first, (*pending, event), Q.append_event,
+                                        (None, event.n, status, self.runner_id, tid, first)))
 
     async def discard_step(self, turn_id: str, step: int) -> None:
         async with self._conn() as conn, conn.transaction():
@@ -199,8 +261,10 @@ class PostgresStore(PostgresConnection, SQLStore):
                 raise NotFound("turn", f"turn {turn_id} not found")
             return
         # One statement: the guarded counter update with the outcome columns, and the events.
-        await self._guarded(Q.finish, (None, event.n, status, self.runner_id, turn_id, first, *outcome), turn_id,
-                            None, pending, event, first)
+        assert first is not None
+        await self._writes.write(_Write(turn_id, None, event.n, status, first, (*pending, event), Q.finish,
+                                        (None, event.n, status, self.runner_id, turn_id, first, *outcome),
+                                        outcome=outcome))
 
     # recovery --------------------------------------------------------------
     async def heartbeat(self) -> None:

@@ -279,6 +279,37 @@ class PostgresStatements(Statements):
                               advance + _events(14) + block + end_call + count)
         self.append_event = (advance + _event(7) + count, advance + _events(7) + count)
         self.finish = (finish + _event(11) + count, finish + _events(11) + count)
+        # Several of those writes, of distinct turns, in one statement (``pg_batch``): $1 the
+        # runner, $2–$18 one array element per write (its guard, its outcome when it finishes
+        # the turn, its block, the ledger row its tool result ends), $19–$22 the events of all
+        # of them. Each turn's update is guarded as alone; the inserts hang off the turns that
+        # passed. The ids of those come back.
+        self.append_many = (
+            "WITH w AS (SELECT * FROM unnest($2::text[], $3::integer[], $4::bigint[], $5::text[], $6::bigint[],"
+            " $7::boolean[], $8::text[], $9::text[], $10::integer[], $11::text[], $12::integer[], $13::text[],"
+            " $14::text[], $15::text[], $16::float8[], $17::boolean[], $18::text[]) AS w (turn_id, seq, n, status,"
+            " first, fin, stop_reason, usage, steps, error, step, block_type, text_content, content, ended_at,"
+            " is_error, tool_use_id)),"
+            " t AS (UPDATE turns SET next_seq = coalesce(w.seq, turns.next_seq - 1) + 1, last_n = w.n,"
+            " status = coalesce(w.status, turns.status),"
+            " runner_id = CASE WHEN w.status = 'running' THEN $1 ELSE turns.runner_id END,"
+            " stop_reason = CASE WHEN w.fin THEN w.stop_reason ELSE turns.stop_reason END,"
+            " usage = CASE WHEN w.fin THEN w.usage::json ELSE turns.usage END,"
+            " steps = CASE WHEN w.fin THEN w.steps ELSE turns.steps END,"
+            " error = CASE WHEN w.fin THEN w.error ELSE turns.error END"
+            " FROM w WHERE turns.id = w.turn_id AND (w.seq IS NULL OR turns.next_seq = w.seq)"
+            " AND turns.last_n < w.first AND (turns.status <> 'running' OR turns.runner_id IS NOT DISTINCT FROM $1)"
+            " RETURNING turns.id),"
+            " b AS (INSERT INTO blocks (turn_id, seq, step, block_type, text_content, content)"
+            " SELECT w.turn_id, w.seq, w.step, w.block_type, w.text_content, w.content::json"
+            " FROM w JOIN t ON t.id = w.turn_id WHERE w.content IS NOT NULL),"
+            " l AS (UPDATE tool_calls SET state = 'finished', ended_at = coalesce(tool_calls.ended_at, w.ended_at),"
+            " is_error = w.is_error FROM w JOIN t ON t.id = w.turn_id WHERE w.tool_use_id IS NOT NULL"
+            " AND tool_calls.turn_id = w.turn_id AND tool_calls.tool_use_id = w.tool_use_id),"
+            " e AS (INSERT INTO turn_events (turn_id, n, name, data) SELECT v.turn_id, v.n, v.name, v.data::json"
+            " FROM unnest($19::text[], $20::bigint[], $21::text[], $22::text[]) AS v (turn_id, n, name, data)"
+            " JOIN t ON t.id = v.turn_id)"
+            " SELECT coalesce(array_agg(id), '{}') FROM t")
         self.set_outcome = self.set_status.replace(
             " WHERE", ", stop_reason = $4, usage = $5::json, steps = $6, error = $7 WHERE")
         self.beat = (f"INSERT INTO runners (id, heartbeat_at, lock_key) VALUES ($1, {self.NOW}, $2)"
