@@ -119,3 +119,16 @@ async def test_a_queued_write_whose_caller_is_cancelled_is_still_sent_and_drain_
     with pytest.raises(asyncio.CancelledError):
         await queued[0]
     await queued[1]
+
+
+async def test_a_turns_next_write_waits_for_its_write_in_flight_even_with_a_lane_free() -> None:
+    db = FakeDatabase()
+    batcher = WriteBatcher(db.one, db.many, lanes=2)
+    first = asyncio.ensure_future(batcher.write(W("a", "a0")))
+    await settle()
+    later = [asyncio.ensure_future(batcher.write(w)) for w in (W("a", "a1"), W("b", "b1"))]
+    await settle()
+    assert db.sent == [("one", ["a0"]), ("one", ["b1"])]  # b1 took the free lane; a1 did not
+    db.gate.set()
+    await asyncio.gather(first, *later)
+    assert db.sent[2:] == [("one", ["a1"])]

@@ -12,15 +12,16 @@ events of the turns whose guard passed).
 Nothing is lost in the grouping and nothing waits for company: a write that finds a lane
 free goes at once, alone, exactly as before; a write in a batch that its guard refused (or
 a batch that failed as a whole: a conflict on the one-open-turn index, a lost connection)
-is sent again alone, which raises the refusal it would have raised alone. A batch holds one
-write per turn (two writes of one turn keep their order: the second waits for the next
-batch). A write once queued is committed or refused as a whole, even if its caller is
+is sent again alone, which raises the refusal it would have raised alone. Writes of one
+turn keep their order: one at a time is in flight, the next waits until it is answered. A
+write once queued is committed or refused as a whole, even if its caller is
 cancelled meanwhile (``aio.shielded``), as a statement once sent is.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Generic, Protocol, TypeVar
 
@@ -48,35 +49,53 @@ class WriteBatcher(Generic[W]):
         self._lanes = max(1, lanes)
         self._busy = 0
         self._queue: list[tuple[W, asyncio.Future[None]]] = []
+        self._sending: Counter[str] = Counter()
+        """Writes in flight, by turn."""
         self._tasks: set[asyncio.Task[None]] = set()
         self.batches = 0
         """Statements sent with more than one write (for tests and benchmarks)."""
 
     async def write(self, w: W) -> None:
-        if self._busy < self._lanes and not self._queue:
+        if self._busy < self._lanes and not self._queue and w.turn_id not in self._sending:
             self._busy += 1
+            self._sending[w.turn_id] += 1
             try:
                 await self._one(w)
             finally:
-                self._busy -= 1
-                self._next()
+                self._sent([w])
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.append((w, fut))
+        self._next()
         await shielded(fut)
 
+    def _sent(self, ws: Sequence[W]) -> None:
+        """A lane is free again, and ``ws``' turns have one write fewer in flight."""
+        self._busy -= 1
+        for w in ws:
+            self._sending[w.turn_id] -= 1
+            if not self._sending[w.turn_id]:
+                del self._sending[w.turn_id]
+        self._next()
+
     def _next(self) -> None:
-        """Send what waits, as one batch, if a lane is free."""
+        """Send what waits, as one batch, if a lane is free: at most one write per turn, and
+        none of a turn that has a write in flight (it goes after that one is answered)."""
         if not self._queue or self._busy >= self._lanes:
             return
         batch: list[tuple[W, asyncio.Future[None]]] = []
         later: list[tuple[W, asyncio.Future[None]]] = []
         turns: set[str] = set()
         for item in self._queue:
-            (later if item[0].turn_id in turns else batch).append(item)
-            turns.add(item[0].turn_id)
+            tid = item[0].turn_id
+            (later if tid in turns or tid in self._sending else batch).append(item)
+            turns.add(tid)
+        if not batch:
+            return
         self._queue = later
         self._busy += 1
+        for w, _ in batch:
+            self._sending[w.turn_id] += 1
         task = asyncio.get_running_loop().create_task(self._run(batch), name="turnstream-pg-batch")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -107,8 +126,7 @@ class WriteBatcher(Generic[W]):
             for _, fut in batch:  # cancelled half way (the store closing): nobody waits forever
                 if not fut.done():
                     fut.cancel()
-            self._busy -= 1
-            self._next()
+            self._sent([w for w, _ in batch])
 
     async def drain(self) -> None:
         """Until every write asked for has been sent and answered (before the pool closes)."""
