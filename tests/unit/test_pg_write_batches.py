@@ -132,3 +132,18 @@ async def test_a_turns_next_write_waits_for_its_write_in_flight_even_with_a_lane
     db.gate.set()
     await asyncio.gather(first, *later)
     assert db.sent[2:] == [("one", ["a1"])]
+
+
+async def test_drain_waits_for_a_write_queued_behind_one_sent_alone() -> None:
+    db = FakeDatabase()
+    batcher = WriteBatcher(db.one, db.many, lanes=2)
+    writes = [asyncio.ensure_future(batcher.write(W("a", f"a{i}"))) for i in range(2)]
+    await settle()
+    drained = asyncio.ensure_future(batcher.drain())
+    await settle()
+    assert not drained.done() and db.sent == [("one", ["a0"])]
+    db.gate.set()
+    await drained
+    assert db.sent == [("one", ["a0"]), ("one", ["a1"])]
+    await asyncio.gather(*writes)
+    await batcher.drain()  # nothing left: at once

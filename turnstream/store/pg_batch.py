@@ -52,10 +52,14 @@ class WriteBatcher(Generic[W]):
         self._sending: Counter[str] = Counter()
         """Writes in flight, by turn."""
         self._tasks: set[asyncio.Task[None]] = set()
+        self._quiet = asyncio.Event()
+        """Set when nothing is in flight or waits (``drain``)."""
+        self._quiet.set()
         self.batches = 0
         """Statements sent with more than one write (for tests and benchmarks)."""
 
     async def write(self, w: W) -> None:
+        self._quiet.clear()
         if self._busy < self._lanes and not self._queue and w.turn_id not in self._sending:
             self._busy += 1
             self._sending[w.turn_id] += 1
@@ -77,6 +81,8 @@ class WriteBatcher(Generic[W]):
             if not self._sending[w.turn_id]:
                 del self._sending[w.turn_id]
         self._next()
+        if not self._busy and not self._queue:
+            self._quiet.set()
 
     def _next(self) -> None:
         """Send what waits, as one batch, if a lane is free: at most one write per turn, and
@@ -130,5 +136,4 @@ class WriteBatcher(Generic[W]):
 
     async def drain(self) -> None:
         """Until every write asked for has been sent and answered (before the pool closes)."""
-        while self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._quiet.wait()
