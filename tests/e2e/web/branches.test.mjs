@@ -194,6 +194,41 @@ test("the version shown survives a reload and reaches a second tab", async () =>
   }
 });
 
+test("a switch keeps the focus on ‹ › when the live word of it comes before the page has it", async () => {
+  const context = await launch();
+  try {
+    const s = await newSession("Echo", SCENARIO);
+    await postTurn(s.id, { message: "one" });
+    const [one] = (await session(s.id)).turns;
+    await postTurn(s.id, { message: "one, again", parent_turn_id: null });
+    // The echo: the WebSocket's word that the session now shows `one`, which the switch below asks for.
+    let heard;
+    const echo = new Promise((resolve) => { heard = resolve; });
+    context.on("page", (p) => p.on("websocket", (ws) => ws.on("framereceived", ({ payload }) => {
+      let msg = null;
+      try { msg = JSON.parse(String(payload)); } catch { /* not a message of ours */ }
+      if (msg?.type === "session" && msg.current_leaf === one.id) heard();
+    })));
+    const page = await openPage(context, s.id);
+    await shows(page, 1);
+    // The switch's own reading of the session waits until the echo has come, so that the echo is first.
+    let reads = 0;
+    await page.route(`**/api/sessions/${s.id}`, async (route) => {
+      if (route.request().method() === "GET" && reads++ === 0) await echo;
+      await route.continue();
+    });
+    await page.focus("[aria-label='Previous version']");
+    await page.keyboard.press("Enter");
+    await page.waitForFunction((id) => document.querySelector("#chat-log > .turn")?.dataset.turnId === id, one.id);
+    assert.equal(await page.evaluate(() => document.activeElement.getAttribute("aria-label")), "Next version",
+      "the page redrew once, for its own switch, with the focus kept");
+    assert.equal(reads, 1, "the echo of this page's own switch asked nothing more");
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
 test("the pencil, Regenerate and ‹ › work from the keyboard alone and are named", async () => {
   const context = await launch();
   try {

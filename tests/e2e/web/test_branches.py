@@ -40,5 +40,9 @@ def test_branch_controls_from_the_keyboard(server: Server) -> None:
     _run(server, "the pencil, Regenerate and ‹ › work from the keyboard", "branches.test.mjs")
 
 
+def test_a_switch_keeps_the_focus_when_its_live_echo_comes_first(server: Server) -> None:
+    _run(server, "a switch keeps the focus on ‹ › when the live word of it comes", "branches.test.mjs")
+
+
 def test_branch_controls_on_a_phone(server: Server) -> None:
     _run(server, "on a phone, the branch controls are thumb-sized", "branches.test.mjs")

@@ -25,6 +25,7 @@ export class Branches {
     this.starting = false; // a new version's POST is in flight (its turn_start is not another tab's)
     this.editor = null; // the open edit box, if any
     this.syncing = false;
+    this.switching = false; // this page's own switch is in flight (the live echo of it is not news)
     this.changes = 0; // counts what this page learnt or did, so a late answer to sync() is dropped
   }
 
@@ -190,19 +191,25 @@ export class Branches {
     const chat = this.chat;
     const ids = this.siblings(view.turnId);
     const target = ids[ids.indexOf(view.turnId) + step];
-    if (!target || chat.busy || this.starting) return;
+    if (!target || chat.busy || this.starting || this.switching) return;
     const depth = chat.turns.indexOf(view);
     const leaf = this.newestUnder(target);
     this.changes += 1;
     let session;
+    // Until this page shows the version it asked for, the live channel's word that the session
+    // switched (the echo of this very switch) must not redraw it first: that redraw would drop
+    // the keyboard focus the switch keeps on the version buttons.
+    this.switching = true;
     try {
       await api.json(`/api/sessions/${chat.sessionId}/current`, { method: "PUT", body: { turn_id: leaf } });
       session = await api.json(`/api/sessions/${chat.sessionId}`);
+      await chat.load(session, { keep: depth, focus: step < 0 ? "prev" : "next" });
     } catch (err) {
       toast(`Could not switch version: ${err.message}`);
       return;
+    } finally {
+      this.switching = false;
     }
-    await chat.load(session, { keep: depth, focus: step < 0 ? "prev" : "next" });
     const shown = chat.turns[depth];
     const n = shown ? this.siblings(shown.turnId) : ids;
     toast(`Showing version ${n.indexOf(shown?.turnId) + 1} of ${n.length}. ${NOTEBOOK_NOTE}`, "info", { ms: 5000 });
@@ -214,12 +221,13 @@ export class Branches {
   async sync() {
     const chat = this.chat;
     const sid = chat.sessionId;
-    if (!sid || chat.busy || this.starting || this.editor || this.syncing) return;
+    if (!sid || chat.busy || this.starting || this.switching || this.editor || this.syncing) return;
     this.syncing = true;
     const seen = this.changes;
     try {
       const s = await api.json(`/api/sessions/${sid}`);
-      if (sid !== chat.sessionId || seen !== this.changes || chat.busy || this.starting || this.editor) return;
+      if (sid !== chat.sessionId || seen !== this.changes || chat.busy || this.starting || this.switching ||
+          this.editor) return;
       const known = (s.turns || []).length === this.tree.size;
       if (s.current_leaf && s.current_leaf !== chat.leafId()) await chat.load(s);
       else if (!known) {
