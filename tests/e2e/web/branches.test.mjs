@@ -53,6 +53,15 @@ async function postTurn(id, body) {
   await resp.text();
 }
 
+// A session whose first message has two versions, the second shown; the first version's turn.
+async function twoVersions(title) {
+  const s = await newSession(title, SCENARIO);
+  await postTurn(s.id, { message: "one" });
+  const [one] = (await session(s.id)).turns;
+  await postTurn(s.id, { message: "one, again", parent_turn_id: null });
+  return { s, one };
+}
+
 test("editing an earlier message sends a new version from there; the old one stays behind ‹ 1/2 ›", async () => {
   const context = await launch();
   try {
@@ -197,10 +206,7 @@ test("the version shown survives a reload and reaches a second tab", async () =>
 test("a switch keeps the focus on ‹ › when the live word of it comes before the page has it", async () => {
   const context = await launch();
   try {
-    const s = await newSession("Echo", SCENARIO);
-    await postTurn(s.id, { message: "one" });
-    const [one] = (await session(s.id)).turns;
-    await postTurn(s.id, { message: "one, again", parent_turn_id: null });
+    const { s, one } = await twoVersions("Echo");
     // The echo: the WebSocket's word that the session now shows `one`, which the switch below asks for.
     let heard;
     const echo = new Promise((resolve) => { heard = resolve; });
@@ -232,10 +238,7 @@ test("a switch keeps the focus on ‹ › when the live word of it comes before 
 test("the pencil, Regenerate and ‹ › work from the keyboard alone and are named", async () => {
   const context = await launch();
   try {
-    const s = await newSession("Keyboard", SCENARIO);
-    await postTurn(s.id, { message: "one" });
-    const [one] = (await session(s.id)).turns;
-    await postTurn(s.id, { message: "one, again", parent_turn_id: null });
+    const { s, one } = await twoVersions("Keyboard");
     const page = await openPage(context, s.id);
     await shows(page, 1);
     const label = () => page.evaluate(() => document.activeElement.getAttribute("aria-label"));
@@ -294,9 +297,7 @@ test("the pencil, Regenerate and ‹ › work from the keyboard alone and are na
 test("on a phone, the branch controls are thumb-sized and work", async () => {
   const context = await launch({ viewport: { width: 390, height: 844 } });
   try {
-    const s = await newSession("Phone", SCENARIO);
-    await postTurn(s.id, { message: "one" });
-    await postTurn(s.id, { message: "one, again", parent_turn_id: null });
+    const { s } = await twoVersions("Phone");
     const page = await openPage(context, s.id);
     await shows(page, 1);
     for (const name of ["Edit this message", "Previous version", "Next version", "Regenerate this answer"]) {
