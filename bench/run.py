@@ -104,8 +104,8 @@ def main() -> int:
     if (REPO / "bench" / "server_bench.py").exists():
         step("server: concurrent turns")
         failed |= run([py, str(REPO / "bench" / "server_bench.py")] + (["--quick"] if a.quick else []))
-        step("server: CPU per turn beside the relay floor (bench/relay_floor.py), interleaved")
-        failed |= run([py, str(REPO / "bench" / "server_bench.py"), "--floor"]
+        step("server: CPU per turn beside the relay floor and the durable floor (bench/relay_floor.py), interleaved")
+        failed |= run([py, str(REPO / "bench" / "server_bench.py"), "--floor", "--durable"]
                       + (["--quick"] if a.quick else ["--rounds", "3"]))
 
     if (REPO / "bench" / "cluster_bench.py").exists():

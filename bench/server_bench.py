@@ -35,8 +35,12 @@ and GC tuning, relaying the same three provider requests per turn with no store,
 assembly) beside turnstream, interleaved in one session (turnstream, floor, turnstream, floor …
 for ``--rounds`` rounds at each N), and prints the server CPU per turn of each and the ratio
 (medians over the rounds). Target (issue 25): at most 1.25x at N = 100 and N = 1,000.
+``--durable`` adds the durable floor (``relay_floor.py --store``: the relay that also stores what
+it sends before sending it and runs each turn in a task of its own) to the rotation, and the
+ratios against it: what the two promises that let a turn outlive its client cost by themselves.
 
-    python bench/server_bench.py [--n 100 1000] [--delay-ms 25] [--ramp-s 1] [--quick] [--floor [--rounds 3]]
+    python bench/server_bench.py [--n 100 1000] [--delay-ms 25] [--ramp-s 1] [--quick]
+                                 [--floor [--durable] [--rounds 3]]
                                  [--pg postgresql://postgres@127.0.0.1:5432/postgres]
 
 With ``--pg`` the CPU columns are still the turnstream process's alone; PostgreSQL's own processes
@@ -416,6 +420,8 @@ def main() -> int:
                     help="store on the PostgreSQL server at URL (a scratch schema) instead of SQLite")
     ap.add_argument("--floor", action="store_true", help="run the relay floor beside turnstream, interleaved")
     ap.add_argument("--rounds", type=int, default=1, help="with --floor: rounds at each N (medians reported)")
+    ap.add_argument("--durable", action="store_true",
+                    help="with --floor: also the durable floor (relay_floor.py --store), interleaved")
     a = ap.parse_args()
     ns = [100] if a.quick else a.n
     texts = [10, 20] if a.quick else a.text
@@ -457,24 +463,26 @@ def main() -> int:
         pids = {"server": server.pid, "mock": mock.pid}
         progress(f"server {url} (pid {server.pid}), RSS {rss_kib(server.pid)[0] / 1024:.0f} MiB at rest; "
                  f"mock provider pid {mock.pid}, one frame per {a.delay_ms:g} ms")
-        floor: tuple[str, str, dict[str, int]] | None = None
-        if a.floor:
+        floors: list[tuple[str, tuple[str, str, dict[str, int]]]] = []
+        for name, extra in (("floor", []), ("durable", ["--store", str(tmp / "durable.db")])):
+            if not a.floor or (extra and not a.durable):
+                continue
             relay = subprocess.Popen([sys.executable, str(REPO / "bench" / "relay_floor.py"), "--port", "0",
-                                      "--key-file", str(tmp / "floor.key")],
-                                     stdout=subprocess.PIPE, stderr=(tmp / "floor.log").open("w"), env=env, cwd=tmp)
+                                      "--key-file", str(tmp / f"{name}.key"), *extra],
+                                     stdout=subprocess.PIPE, stderr=(tmp / f"{name}.log").open("w"), env=env, cwd=tmp)
             procs.append(relay)
             fm = wait_line(relay, READY, 60)
-            floor = (fm.group(1).decode(), (tmp / "floor.key").read_text().strip(),
-                     {"server": relay.pid, "mock": mock.pid})
-            progress(f"relay floor {floor[0]} (pid {relay.pid})")
+            floors.append((name, (fm.group(1).decode(), (tmp / f"{name}.key").read_text().strip(),
+                                  {"server": relay.pid, "mock": mock.pid})))
+            progress(f"{name} floor {floors[-1][1][0]} (pid {relay.pid})")
         alone = run_once(1, url, key, model, pids, 1, 0.0)
         if alone["errors"]:
             progress(f"a single turn failed: {alone['error_samples']}")
             return 1
         progress(f"one turn alone: {alone['events_per_turn']:g} events, {alone['turn_s_p50']} s, "
                  f"added p50 {alone['added_ms_p50']} ms")
-        if floor is not None:
-            return floor_table(a, ns, (url, key, pids), floor, model)
+        if floors:
+            return floor_table(a, ns, [("turnstream", (url, key, pids)), *floors], model)
         rows = []
         for n in ns:
             progress(f"N = {n}: {n} concurrent three-step turns, started over {a.ramp_s:g} s, "
@@ -521,34 +529,40 @@ async def pg_admin(url: str, sql: str) -> None:
         await conn.close()
 
 
-def floor_table(a: argparse.Namespace, ns: list[int], ts: tuple[str, str, dict[str, int]],
-                floor: tuple[str, str, dict[str, int]], model: str) -> int:
-    """turnstream and the relay floor, interleaved round by round at each N: CPU per turn and the ratio."""
-    lines = ["| N | turnstream CPU ms/turn | floor CPU ms/turn | ratio | errors (turnstream / floor) | "
-             "first event p99 ms (turnstream / floor) |", "|---|---|---|---|---|---|"]
+def floor_table(a: argparse.Namespace, ns: list[int], runs: list[tuple[str, tuple[str, str, dict[str, int]]]],
+                model: str) -> int:
+    """turnstream and the floors, interleaved round by round at each N: CPU per turn and the ratios."""
+    names = [name for name, _ in runs]
+    floors = names[1:]
+    head = ["N", *(f"{name} CPU ms/turn" for name in names), *(f"turnstream / {f}" for f in floors)]
+    if "durable" in floors:
+        head.append("durable / floor")
+    head += [f"errors ({' / '.join(names)})", f"first event p99 ms ({' / '.join(names)})"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out: list[dict[str, Any]] = []
     failed = False
     for n in ns:
-        mine: list[dict[str, Any]] = []
-        theirs: list[dict[str, Any]] = []
+        rows: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
         for r in range(a.rounds):
-            for name, (url, key, pids), rows in (("turnstream", ts, mine), ("floor", floor, theirs)):
+            for name, (url, key, pids) in runs:
                 progress(f"N = {n}, round {r + 1}/{a.rounds}: {name} …")
                 if a.profile:
                     a.profile.mkdir(parents=True, exist_ok=True)
                 row = run_once(n, url, key, model, pids, a.workers, a.ramp_s, a.profile, label=name)
                 progress(f"  {name}: {row['server_cpu_ms_per_turn']} ms/turn, {row['errors']} errors")
-                rows.append(row)
-        ts_ms = pct([r["server_cpu_ms_per_turn"] for r in mine], 50)
-        fl_ms = pct([r["server_cpu_ms_per_turn"] for r in theirs], 50)
-        errors = (sum(r["errors"] for r in mine), sum(r["errors"] for r in theirs))
-        failed |= any(errors)
-        ratio = ts_ms / fl_ms if fl_ms else float("nan")
-        out.append({"n": n, "turnstream_ms": ts_ms, "floor_ms": fl_ms, "ratio": round(ratio, 3),
-                    "errors": errors, "rounds": {"turnstream": mine, "floor": theirs}})
-        lines.append(f"| {n} | {ts_ms:.1f} | {fl_ms:.1f} | {ratio:.2f}x | {errors[0]} / {errors[1]} | "
-                     f"{pct([r['first_event_ms_p99'] for r in mine], 50)} / "
-                     f"{pct([r['first_event_ms_p99'] for r in theirs], 50)} |")
+                rows[name].append(row)
+        ms = {name: pct([r["server_cpu_ms_per_turn"] for r in rows[name]], 50) for name in names}
+        errors = {name: sum(r["errors"] for r in rows[name]) for name in names}
+        failed |= any(errors.values())
+        ratios = {f: ms["turnstream"] / ms[f] if ms[f] else float("nan") for f in floors}
+        cells = [str(n), *(f"{ms[name]:.1f}" for name in names), *(f"{ratios[f]:.2f}x" for f in floors)]
+        if "durable" in floors:
+            cells.append(f"{ms['durable'] / ms['floor']:.2f}x")
+        cells += [" / ".join(str(errors[name]) for name in names),
+                  " / ".join(str(pct([r["first_event_ms_p99"] for r in rows[name]], 50)) for name in names)]
+        lines.append("| " + " | ".join(cells) + " |")
+        out.append({"n": n, "turnstream_ms": ms["turnstream"], "floor_ms": ms["floor"],
+                    "ratio": round(ratios["floor"], 3), "ms": ms, "errors": errors, "rounds": rows})
     print(f"\n### Server CPU per turn beside the relay floor (bench/relay_floor.py), interleaved, median of "
           f"{a.rounds} round(s); one frame per {a.delay_ms:g} ms; {a.store}; {os.cpu_count()} CPUs\n")
     print("\n".join(lines))
