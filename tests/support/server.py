@@ -310,6 +310,19 @@ def server_errors(srv: Server) -> list[str]:
     return out
 
 
+def mcp_stderr(srv: Server) -> list[tuple[str, str]]:
+    """What the server's stdio MCP servers wrote on their standard error, as (server, line), read
+    from its log's ``turnstream.mcp.server`` records; every line of that log must be JSON."""
+    out = []
+    for line in srv.log_text().splitlines():
+        doc = json.loads(line)  # a raw line here is the failure this checks for
+        if doc.get("logger") == "turnstream.mcp.server":
+            name = doc["mcp_server"]
+            assert doc["level"] == "info" and doc["msg"].startswith(f"[{name}] "), doc
+            out.append((name, doc["msg"].removeprefix(f"[{name}] ")))
+    return out
+
+
 @contextmanager
 def server_pair(workdir: Path, db: str, model: str,
                 env: dict[str, str] | None = None) -> Iterator[tuple[Server, Server]]:

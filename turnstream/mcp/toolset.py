@@ -460,14 +460,21 @@ def _first(exc: BaseException) -> BaseException:
     return exc
 
 
-def toolsets_from_config(path: str, *, stderr: TextIO | None = None,
+def toolsets_from_config(path: str, *, stderr: TextIO | Callable[[str], TextIO] | None = None,
                          sampling: SamplingMode = "ask") -> list[MCPToolset]:
     """One ``MCPToolset`` per server of the ``--mcp-config`` file at ``path``, each answering
-    sampling requests as ``sampling`` says."""
+    sampling requests as ``sampling`` says. A stdio server's standard error is ``stderr``, or
+    what ``stderr(name)`` returns for it when that is a function (``turnstream serve`` logs it:
+    server/child_stderr.py)."""
     from .config import load_mcp_config
 
+    def stderr_of(name: str, entry: ServerConfig) -> TextIO | None:
+        if not callable(stderr):
+            return stderr
+        return stderr(name) if entry.command is not None else None  # an HTTP server has none of ours
+
     config = load_mcp_config(path)
-    return [MCPToolset.from_config(name, entry, stderr=stderr, sampling=sampling)
+    return [MCPToolset.from_config(name, entry, stderr=stderr_of(name, entry), sampling=sampling)
             for name, entry in config.mcpServers.items()]
 
 

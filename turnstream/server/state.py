@@ -27,6 +27,7 @@ from ..tools.loading import load_mcp_servers
 from ..tools.tool import Tool
 from ..tools.toolset import Toolset
 from .auth import Authenticator
+from .child_stderr import logged_stderr
 
 if TYPE_CHECKING:
     from ..notebook import NotebookManager
@@ -86,7 +87,8 @@ class AppState:
 
             self.extra_tools = load_tools(self.settings.tools)
         if self.settings.mcp_config is not None and not self.mcp_servers:
-            self.mcp_servers = load_mcp_servers(self.settings.mcp_config, sampling=self.settings.mcp_sampling)
+            self.mcp_servers = load_mcp_servers(self.settings.mcp_config, stderr=logged_stderr,
+                                                sampling=self.settings.mcp_sampling)
         if self.settings.agents is not None and self.default_agents is None:
             self.default_agents = load_agents_file(self.settings.agents)
             for a in self.default_agents:

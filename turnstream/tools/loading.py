@@ -9,6 +9,7 @@ sets this, never a client.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, TextIO, cast
 
@@ -33,9 +34,12 @@ def load_tools(path: str) -> list[Tool]:
     return list(tools)
 
 
-def load_mcp_servers(path: Path, stderr: TextIO | None = None, sampling: str = "ask") -> list[Toolset]:
+def load_mcp_servers(path: Path, stderr: TextIO | Callable[[str], TextIO] | None = None,
+                     sampling: str = "ask") -> list[Toolset]:
     """The MCP servers of an ``--mcp-config`` file, answering sampling requests as ``sampling``
-    (``TURNSTREAM_MCP_SAMPLING``: ask, allow, deny) says; ``UsageError`` saying what is wrong."""
+    (``TURNSTREAM_MCP_SAMPLING``: ask, allow, deny) says, a stdio server's standard error going to
+    ``stderr`` (a file, or a function of the server's name giving one); ``UsageError`` saying
+    what is wrong."""
     try:
         from ..mcp import toolsets_from_config
     except ImportError as exc:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.support.server import follow_after, new_session, run_turn, scenario, server_errors, start_server
+from tests.support.server import follow_after, mcp_stderr, new_session, run_turn, scenario, server_errors, start_server
 
 ROOT = Path(__file__).resolve().parents[3]
 POET = {"name": "poet", "fragment_size": 6,
@@ -64,8 +64,10 @@ def test_asked_the_user_approves_and_the_turns_model_answers_as_a_metered_sub_st
             assert (stored["input_tokens"], stored["output_tokens"]) == (61, 21)
     finally:
         srv.stop()
-    lines = server_errors(srv)  # the MCP server says on stderr what it got back
-    assert len(lines) == 1 and lines[0].startswith("haiku: scripted:") and lines[0].endswith(" endTurn"), lines
+    assert server_errors(srv) == []
+    lines = mcp_stderr(srv)  # the MCP server says on stderr what it got back
+    assert len(lines) == 1 and lines[0][0] == "o", lines
+    assert lines[0][1].startswith("haiku: scripted:") and lines[0][1].endswith(" endTurn"), lines
 
 
 def test_declined_by_the_user_the_server_gets_an_error_and_the_model_is_not_asked(tmp_path: Path) -> None:
@@ -84,8 +86,8 @@ def test_declined_by_the_user_the_server_gets_an_error_and_the_model_is_not_aske
             assert not [e for e in rest if e.event == "usage" and "tool_use_id" in e.data]
     finally:
         srv.stop()
-    assert [line for line in server_errors(srv) if line.startswith("haiku: ")] == [
-        "haiku: refused (-1: the user declined the request to use the model (decline))"]
+    assert server_errors(srv) == []
+    assert mcp_stderr(srv) == [("o", "haiku: refused (-1: the user declined the request to use the model (decline))")]
 
 
 def test_allow_answers_without_a_pause_and_deny_refuses(tmp_path: Path) -> None:
