@@ -4,7 +4,9 @@ lines for model calls included. Where the access log is on, they are."""
 from __future__ import annotations
 
 import io
+import json
 import logging
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -23,6 +25,7 @@ def restore_logging() -> Iterator[None]:
     handlers, level = root.handlers[:], root.level
     clients = {name: logging.getLogger(name).level for name in ("turnstream.http", "httpx2")}
     yield
+    logging.captureWarnings(False)
     root.handlers[:] = handlers
     root.setLevel(level)
     for name, client in clients.items():
@@ -52,3 +55,15 @@ def test_with_the_access_log_on_they_are_shown() -> None:
     model_call()
     assert "api.anthropic.com" in out.getvalue()
     assert "mcp.example.com" in out.getvalue()
+
+
+def test_a_python_warning_is_a_json_record_not_a_raw_line() -> None:
+    out = io.StringIO()
+    setup("INFO", "json", "auto", out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("this library is old", UserWarning, stacklevel=1)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1, lines
+    doc = json.loads(lines[0])
+    assert doc["logger"] == "py.warnings" and doc["level"] == "warning" and "this library is old" in doc["msg"]

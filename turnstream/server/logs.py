@@ -105,6 +105,9 @@ def setup(level: str = "INFO", fmt: str = "auto", access_log: str = "auto", stre
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING if choice.console else logging.NOTSET)
     logging.getLogger("uvicorn.error").addFilter(_DenialNoise())
     logging.getLogger("uvicorn.access").disabled = True
+    # A Python warning (a library's UserWarning, say) would otherwise go to stderr as raw lines
+    # among the JSON: it becomes a record of the logger ``py.warnings`` instead.
+    logging.captureWarnings(True)
     access.disabled = not choice.access
     # The model calls (turnstream.http) and the MCP client's requests (httpx2) are logged at INFO;
     # where the server's own requests are not logged (a terminal, by default), neither are those.
