@@ -51,16 +51,17 @@ def test_each_line_a_child_writes_is_a_record_of_its_server(collect: Collect) ->
     err = logged_stderr("files")
     assert "turnstream.mcp.server" in err.name and "'files'" in err.name  # where a start-up error points
     script = ("import sys; w = sys.stderr.buffer.write; w(b'starting\\n\\n'); w(b'key ts_' + b'a' * 30 + b'\\r\\n');"
-              f"w(b'x' * {LONGEST + 10} + b'\\n'); w(b'bad \\xff byte')")
+              f"w(b'x' * {LONGEST + 10} + b'\\n'); w(b'over\\rwritten \\x1b[2Jcleared\\n'); w(b'bad \\xff byte')")
     subprocess.run([sys.executable, "-c", script], stderr=err, check=True)
     err.close()  # the last line has no newline: it is logged at the end of the stream
-    records = collect.until(5)
+    records = collect.until(6)
     messages = [r.getMessage() for r in records]
-    assert len(messages) == 5, messages
+    assert len(messages) == 6, messages
     assert messages[0] == "[files] starting"  # the empty line is left out
     assert messages[1] == "[files] key ts_" + "a" * 30  # no \r
     assert messages[2] == "[files] " + "x" * LONGEST and messages[3] == "[files] " + "x" * 10  # a long line in pieces
-    assert messages[4] == "[files] bad \ufffd byte"
+    assert messages[4] == "[files] over\\x0dwritten \\x1b[2Jcleared"  # no terminal control reaches the log
+    assert messages[5] == "[files] bad \ufffd byte"
     assert all(r.levelno == logging.INFO and r.__dict__["mcp_server"] == "files" for r in records)
     # through serve's formatter: one JSON object, the server named, the key redacted
     line = Redacting(JsonFormatter()).format(records[1])

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from typing import BinaryIO, TextIO
 
@@ -41,10 +42,19 @@ def logged_stderr(server: str) -> TextIO:
     return out
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters but the tab: a carriage return or an escape sequence in a line would redraw an
+operator's terminal in the text format (the JSON format escapes them anyway)."""
+
+
+def _shown(m: re.Match[str]) -> str:
+    return f"\\x{ord(m.group()):02x}"
+
+
 def _log_lines(reader: BinaryIO, server: str) -> None:
     with reader:
         while chunk := reader.readline(LONGEST):
-            line = chunk.rstrip(b"\r\n").decode("utf-8", "replace")
+            line = _CONTROL.sub(_shown, chunk.rstrip(b"\r\n").decode("utf-8", "replace"))
             if line.strip():
                 log.info("[%s] %s", server, line, extra={"mcp_server": server})
 
